@@ -86,6 +86,19 @@
 // a step. X's chunks sit at xswz's swizzle (c ^ ((c >> 2) & 2)) with rows 528 bytes apart, so
 // the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
 //
+// KILN_GEMV_PACKED = 1 with 5 (`KILN_FP4_GEMV=packstage`, M <= 4): the xstage ring on the GEMV
+// layout, whose adjacent pairs leave X as it lies, so the stage's permute (a shared load, 4 PRMT
+// and a store a row of X, on every warp's path before its reads: G8's verdict) goes. What is
+// left of xstage against the X ring (xswz, pack's ring at M 2-8) is the 2-step stage: a commit,
+// a wait, two warp barriers and the copies' addressing a stage instead of a step, ~30 fewer
+// instructions a step of ~213 at M 4 (SASS, NVRTC 13.0). X has two slots of its own instead of
+// one in each weight slot, asked for a stage ahead (it comes from L2): 11.1 KB a warp at M 4
+// against 13.2, so the one-wave rule fits 5-warp CTAs at 4x8192x8192 (20 warps an SM, not 16).
+// KILN_GEMV_PS_RING = 2 (`KILN_FP4_GEMV=packstage2`): two weight slots, one stage in flight while
+// one is decoded (8.8 KB a warp at M 4: the X ring's 24 warps an SM at 4x8192x8192, 21 at
+// 4x14336x4096). Round 1 had packstage -19 % in instructions and its issue rate 57 -> 48 %: the
+// loop waits on latencies the X ring's extra warps hid.
+//
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
 // lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
 // so that each pair decodes with fewer instructions). The standard word decodes a pair with a
@@ -133,14 +146,13 @@
 // (two in flight: 4.6 KB of weights a warp, more than the one-tile ring's 3.5 KB), so that ~20
 // warps an SM fit at M 4. Sums as the X ring's, per tile.
 //
-// KILN_GEMV_PAIRS = 1 with KILN_GEMV_PACKED (`KILN_FP4_GEMV=pairs`): the GEMV layout with
-// adjacent pairs (`pack_gemv_codes_pairs` on the host, the layout kernel under the same define):
-// pair i of a word is codes 2i and 2i + 1 instead of i and i + 4, each placed at the bits
-// `packed_pairs` takes them from, so the decode is the same 9 instructions a word. The mma's k
-// order follows: its B pair (k 2q, 2q + 1) is then X's elements 2i, 2i + 1, a 32-bit word of X as
-// it lies in memory, so the X ring's two byte permutes an mma (16 PRMT a step, on the path from
-// X's shared load to the mma) go, and the lean ring stores X as it loads it. At M 4 the X ring's
-// step is ~225 instructions (SASS, NVRTC 13.0), the two-tile ring's ~185 a tile-step.
+// The GEMV layout's pairs are adjacent (G21, the layout from G30 on): pair i of a word is codes
+// 2i and 2i + 1 (`pack_gemv_codes` on the host, the layout kernel), each placed at the bits
+// `packed_pairs` takes them from, so the decode is 9 instructions a word. The mma's k order
+// follows: its B pair (k 2q, 2q + 1) is X's elements 2i, 2i + 1, a 32-bit word of X as it lies
+// in memory, so the X ring reads B without byte permutes (16 PRMT a step fewer, on the path
+// from X's shared load to the mma) and the lean ring stores X as it loads it. At M 4 the X
+// ring's step is ~209 instructions (SASS, NVRTC 13.0), the two-tile ring's ~177 a tile-step.
 //
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
@@ -176,6 +188,9 @@
 #if !defined(KILN_GEMV_EAGER)
 #define KILN_GEMV_EAGER 0
 #endif
+#if !defined(KILN_GEMV_PS_RING)
+#define KILN_GEMV_PS_RING 3
+#endif
 #if !defined(KILN_GEMV_PDL)
 #define KILN_GEMV_PDL 0
 #endif
@@ -185,9 +200,6 @@
 #if !defined(KILN_GEMV_TILES)
 #define KILN_GEMV_TILES 1
 #endif
-#if !defined(KILN_GEMV_PAIRS)
-#define KILN_GEMV_PAIRS 0
-#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
 constexpr int NACC = KILN_GEMV_ACC;
@@ -195,11 +207,8 @@ static_assert(NACC == 1 || NACC == 2 || NACC == 4, "1, 2 or 4 accumulator chains
 typedef float Acc[NACC][NF][4];
 constexpr bool kAsync = KILN_GEMV_ASYNC == 1, kWide = KILN_GEMV_ASYNC == 2, kLean = KILN_GEMV_ASYNC == 3;
 constexpr bool kXring = KILN_GEMV_ASYNC == 4, kXswz = KILN_GEMV_XSWZ == 1, kXstage = KILN_GEMV_ASYNC == 5;
+
 static_assert(!kXstage || NF == 1, "the X stages hold X of at most 8 rows: one mma column tile");
-// the GEMV layout with adjacent pairs: X's words are the mma's B pairs as they are in memory
-constexpr bool kPairs = KILN_GEMV_PAIRS == 1;
-// the paths whose ring holds X's pairs already in the mma's order (no byte permutes in a step)
-constexpr bool kXsorted = kLean || kXstage || kPairs;
 // the paths whose sums carry the folded 2^-8 and whose partial sums reuse the ring's memory
 constexpr bool kRing = kWide || kLean || kXring || kXstage;
 static_assert(!kXswz || kXring, "the X swizzle is the X ring's");
@@ -208,8 +217,12 @@ static_assert(!kXfirst || kLean, "X first is the lean ring's");
 constexpr bool kLean1 = KILN_GEMV_LEAN1 == 1;
 static_assert(!kLean1 || (kLean && !kXfirst), "lean1 is the lean ring's, compiled for M 1");
 constexpr bool kPacked = KILN_GEMV_PACKED == 1;
-static_assert(!kPacked || (kLean && !kXfirst) || kXswz, "the GEMV layout is read by lean, lean1 and xswz");
-static_assert(!kPairs || (kPacked && !kLean1 && !kXstage), "adjacent pairs are the pack path's layout (lean, xswz, xswz2)");
+static_assert(!kPacked || (kLean && !kXfirst) || kXswz || kXstage, "the GEMV layout is read by lean, lean1, xswz and xstage");
+// the GEMV layout's adjacent pairs: X's words are the mma's B pairs as they are in memory
+constexpr bool kPairs = kPacked;
+// the paths whose ring holds X's pairs already in the mma's order (no byte permutes in a step)
+constexpr bool kXsorted = kLean || kXstage || kPairs;
+static_assert(!kXstage || !kPacked || kPairs, "xstage on the GEMV layout reads X as it lies: adjacent pairs");
 constexpr bool kEager = KILN_GEMV_EAGER == 1;
 static_assert(!kEager || kLean1, "the eager start is lean1's");
 // lean1's lazy start (its first stage alone), unless eager: the ring filled at once as lean's
@@ -241,6 +254,10 @@ constexpr u32 XR_PITCH = kXswz ? 272 : 256;      // xring: bytes between X's row
 constexpr u32 XR_X = TILES * RING_STEP;          // xring: where X starts in a slot (after each tile's step)
 constexpr int XS_RING = 3;                       // xstage: 2-step slots a warp's ring holds
 constexpr u32 XS_PITCH = 528;                    // xstage: bytes between X's rows (256 bf16, 16 more)
+// packstage: weight slots a warp's ring holds (KILN_GEMV_PS_RING, 3 or 2: `packstage2`, one stage
+// in flight while one is decoded, for the X ring's warps an SM)
+constexpr int PS_RING = KILN_GEMV_PS_RING;
+static_assert(PS_RING == 2 || PS_RING == 3, "packstage's ring holds 2 or 3 weight slots");
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -310,9 +327,9 @@ template <int N> __device__ __forceinline__ u32 rotl(u32 w) {
   return r;
 }
 
-// The four pairs of a word in the GEMV layout, as nibble_pair_mul gives them from the standard
-// word: pair i (elements i and i + 4) with the magnitudes at bits 6..8 and 22..24, the signs at
-// 15 and 31. Where the layout keeps pair i's bits (`pack_gemv_word` on the host): pair 0 at
+// The four pairs of a word in the GEMV layout, each two codes as nibble_pair_mul's halves: pair i
+// (elements 2i and 2i + 1) with the magnitudes at bits 6..8
+// and 22..24, the signs at 15 and 31. Where the layout keeps pair i's bits (`pack_gemv_word` on the host): pair 0 at
 // those bits, pair 1 six bits lower and pair 2 twelve lower (mod 32), pair 3's magnitude low
 // bits and signs two lower and its top magnitude bits ten lower.
 __device__ __forceinline__ void packed_pairs(u32 w, u32 (&p)[4]) {
@@ -956,31 +973,58 @@ struct XsLane {
   u64 w, s, x;
   u64 ldx2;  // bytes between X's rows
   u32 wdst0, wdst1, xdst;
+  u32 xdst2;  // packstage: where the lane's odd copies of X land (xdst: its even ones)
+  bool x_in;  // packstage: the lane's row of X is below M
 };
 
 // The xstage ring's copies of stage `stage` into slot `dst`: when `fast` (the CTA's 16 rows
 // inside N and both steps inside K) from the lane's fixed sources, else the lean ring's bounded
 // copies; then X's chunk `lane` of each row below M (none past K: a last stage of one step
 // copies its first 16 chunks). One commit group per call, empty past the warp's last stage.
-__device__ __forceinline__ void issue_xstage(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XsLane& l,
-                                             int row0, int lane, int stage, int steps, bool fast) {
-  if (stage * LEAN_STEPS < steps) {  // warp-uniform
-    if (fast) {
-      const u64 src = l.w + (u64)stage * (LEAN_STEPS * STEP / 2);
+__device__ __forceinline__ void issue_xstage_w(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XsLane& l,
+                                               int row0, int lane, int stage, int steps, bool fast) {
+  if (fast) {
+    const u64 src = l.w + (u64)stage * (LEAN_STEPS * STEP / 2);
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        cp_async16_full(dst + (i < 2 ? l.wdst0 : l.wdst1) + 32 * i, reinterpret_cast<const void*>(src + 32 * i));
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + LEAN_CODES + 8 * lane),
-                   "l"(l.s + (u64)stage * (LEAN_STEPS * STEP / 16)));
+    for (int i = 0; i < 4; ++i)
+      cp_async16_full(dst + (i < 2 ? l.wdst0 : l.wdst1) + 32 * i, reinterpret_cast<const void*>(src + 32 * i));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst + LEAN_CODES + 8 * lane),
+                 "l"(l.s + (u64)stage * (LEAN_STEPS * STEP / 16)));
+  } else {
+    copy_lean_bounded(dst, a, w, s, row0, lane, stage, steps);
+  }
+}
+
+__device__ __forceinline__ void issue_xstage_x(u32 dst, const GemvArgs& a, const XsLane& l, int lane, int stage,
+                                               int steps) {
+  if (kPacked || (stage + 1) * LEAN_STEPS <= steps || lane < 16) {
+    u64 xs = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
+    u32 xd = dst + l.xdst;
+    if constexpr (kPacked) {
+      // packstage (M up to 4): lane L copies chunks L % 8 + 8 i of row L / 8 (its 4 copies from one
+      // source at immediate offsets; chunk c at xs_chunk(c): xdst for even i, xdst2 for odd)
+      if (l.x_in) {
+        // a last stage of one step has its first 128 elements only: copies 2 and 3 zero-filled,
+        // nothing read (no branch, one set of the copies' fillers)
+        const u32 second = (stage + 1) * LEAN_STEPS <= steps ? 16 : 0;
+        const u64 src = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + (i & 1 ? l.xdst2 : l.xdst) + 128 * i),
+                       "l"(src + 128 * i), "r"(i < 2 ? 16u : second));
+      }
     } else {
-      copy_lean_bounded(dst, a, w, s, row0, lane, stage, steps);
-    }
-    if ((stage + 1) * LEAN_STEPS <= steps || lane < 16) {
-      u64 xs = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
-      u32 xd = dst + l.xdst;
 #pragma unroll 1  // M is small: a plain loop (unrolled, M 1 paid ~25 instructions of remainder logic)
       for (int m = 0; m < a.m; ++m, xs += l.ldx2, xd += XS_PITCH) cp_async16_ca(xd, reinterpret_cast<const void*>(xs));
     }
+  }
+}
+
+__device__ __forceinline__ void issue_xstage(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const XsLane& l,
+                                             int row0, int lane, int stage, int steps, bool fast) {
+  if (stage * LEAN_STEPS < steps) {  // warp-uniform
+    issue_xstage_w(dst, a, w, s, l, row0, lane, stage, steps, fast);
+    issue_xstage_x(dst, a, l, lane, stage, steps);
   }
   cp_async_commit();
 }
@@ -1063,6 +1107,88 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
   cp_async_wait<0>();
 }
 
+// packstage's ring of a warp for M rows of X: PS_RING weight slots (a lean stage each), then two
+// X slots of M rows of a stage's 256 bf16, XS_PITCH bytes apart (the host's packstage_warp_bytes).
+__device__ __forceinline__ u32 packstage_warp_bytes(int m) { return PS_RING * LEAN_SLOT + 2u * XS_PITCH * m; }
+
+// packstage's K loop of one warp: xstage_kloop's stages and copies, X in its own two slots.
+// Commit groups: the prologue's [W(0) .. W(PS_RING - 2), X(0)] and PS_RING - 2 empty ones, then
+// per iteration j [X(j + 1)] and [W(j + PS_RING - 1)]; stage j is whole once every group up to
+// X(j)'s is (at most PS_RING after it pending: with 3 slots W(j + 1), X(j + 1), W(j + 2)).
+__device__ __forceinline__ void packstage_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
+                                                const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
+  const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
+  const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
+  const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
+  const u32 xbuf = ring + PS_RING * LEAN_SLOT, xslot = XS_PITCH * a.m;
+  const bool rows_in = row0 + 16 <= a.n;
+  XsLane l;  // rows clamped: only the fast path reads w and s
+  const int r = lane / 2, h = lane % 2, odd = r & 1;
+  l.w = reinterpret_cast<u64>(w + (i64)min(row0 + r, a.n - 1) * (a.k / 2) + 16 * h);
+  l.s = reinterpret_cast<u64>(s + (i64)min(row0 + r, a.n - 1) * (a.k / 16) + 8 * h);
+  const int xr = lane / 8, xc = lane % 8;  // the lane's X copies: row xr, chunks xc + 8 i
+  l.x_in = xr < a.m;
+  l.x = reinterpret_cast<u64>(x + (i64)min(xr, a.m - 1) * a.ldx + 8 * xc);
+  l.ldx2 = 0;
+  l.wdst0 = r * 128 + 16 * h + 64 * odd;
+  l.wdst1 = r * 128 + 16 * h - 64 * odd;
+  l.xdst = XS_PITCH * xr + 16 * xc;          // xs_chunk(xc + 8 i) for an even i: xc + 8 i
+  l.xdst2 = XS_PITCH * xr + 16 * (xc ^ 2);   // for an odd i: (xc + 8 i) ^ 2
+  // opaque to the compiler, which otherwise rebuilds them every stage
+  asm volatile("" : "+l"(l.w), "+l"(l.s), "+l"(l.x), "+r"(l.wdst0), "+r"(l.wdst1), "+r"(l.xdst), "+r"(l.xdst2));
+  // X's row of this lane's mma column, clamped, in an X slot (xstage_kloop's xa, xb)
+  const u32 xrow = XS_PITCH * min(g, a.m - 1) + 64 * q;
+  u32 xa = xrow + 16 * (q & 2), xb = xrow + 16 * (2 - (q & 2));
+  u32 rd0 = g * 128 + 16 * q + 64 * (g & 1), rd1 = g * 128 + 16 * q + 64 * (1 - (g & 1));
+  u32 sd = LEAN_CODES + 16 * g + 2 * q;
+  asm volatile("" : "+r"(xa), "+r"(xb), "+r"(rd0), "+r"(rd1), "+r"(sd));  // kept, not rebuilt every stage
+  const auto stage_of = [&](int j) { return warp + j * warps; };
+  const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+  const auto ask_w = [&](u32 dst, int j) {
+    if (j < mine) issue_xstage_w(dst, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
+  };
+  const auto ask_x = [&](int j) {
+    if (j < mine) issue_xstage_x(xbuf + (j & 1) * xslot, a, l, lane, stage_of(j), steps);
+  };
+  // the prologue: the first two stages' weights before the PDL wait (a layer's constants), X after it
+#pragma unroll
+  for (int i = 0; i < PS_RING - 1; ++i) ask_w(ring + i * LEAN_SLOT, i);
+  if constexpr (kPdl) grid_dependency_wait();
+  ask_x(0);
+#pragma unroll
+  for (int i = 0; i < PS_RING - 1; ++i) cp_async_commit();
+  const u32 ring_end = ring + PS_RING * LEAN_SLOT;
+  u32 slot = ring, fill = ring + (PS_RING - 1) * LEAN_SLOT;
+  for (int j = 0; j < mine; ++j) {
+    __syncwarp();  // every lane is done with stage j - 1's weight slot and X slot, which these overwrite
+    ask_x(j + 1);
+    cp_async_commit();
+    ask_w(fill, j + PS_RING - 1);
+    cp_async_commit();
+    fill = fill + LEAN_SLOT == ring_end ? ring : fill + LEAN_SLOT;
+    cp_async_wait<PS_RING>();  // this lane's copies of stage j have landed
+    __syncwarp();        // and every lane's
+    const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
+    const u32 xs0 = xbuf + (j & 1) * xslot;
+#pragma unroll
+    for (int u = 0; u < LEAN_STEPS; ++u) {
+      if (u >= last) break;  // warp-uniform: a last, partial stage
+      WStep st;
+      read_kept(st, slot, rd0, rd1, sd, u);
+      XStep xs;
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        u32x4& d = xs.x[0][v];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
+                     : "r"(xs0 + (v < 2 ? xa : xb) + 256 * u + 16 * (v % 2)));
+      }
+      compute_step<true>(acc, st, xs);
+    }
+    slot = slot + LEAN_SLOT == ring_end ? ring : slot + LEAN_SLOT;
+  }
+  cp_async_wait<0>();
+}
+
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K. The X
 // ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit.
 #if KILN_GEMV_ASYNC == 4 || KILN_GEMV_ASYNC == 5
@@ -1090,7 +1216,8 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   extern __shared__ __align__(16) unsigned char ring_raw[];
   if constexpr (kPdl) {
     launch_dependents();                         // the next kernel's CTAs may be placed as ours leave
-    if constexpr (!kLean && !kXring) grid_dependency_wait();  // the lean and X rings wait after their first weight copies
+    // the lean and X rings (and xstage on the GEMV layout) wait after their first weight copies
+    if constexpr (!kLean && !kXring && !(kXstage && kPacked)) grid_dependency_wait();
   }
   if constexpr (kAsync) {
     async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);
@@ -1101,6 +1228,8 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   } else if constexpr (kXring) {
     xring_kloop(acc_t, a, w, s, x, smem_u32(ring_raw) + warp * XR_RING * xring_slot_bytes(a.m), row0, warp, warps,
                 lane);
+  } else if constexpr (kXstage && kPacked) {
+    packstage_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * packstage_warp_bytes(a.m), row0, warp, warps, lane);
   } else if constexpr (kXstage) {
     xstage_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * XS_RING * xstage_slot_bytes(a.m), row0, warp, warps,
                  lane);

@@ -1,22 +1,17 @@
 // NVFP4 codes from the standard layout into the GEMV layout (`KILN_FP4_GEMV=pack`'s codes; the
 // host's pack_gemv_word in src/ops/fp4/nvfp4_gemv_pack.rs, bit for bit): only bits inside each
 // 32-bit word move, so a row, its bytes and its scales stay where they were, and the copy may be
-// in place. Code j of a word (bits 4j .. 4j + 3: m, e0, e1, sign) is half j / 4 of the GEMV's
-// pair j % 4, whose bf16 bits are m, e0, e1 at 6, 7, 8 and the sign at 15 (+16 for the high
+// in place. Code j of a word (bits 4j .. 4j + 3: m, e0, e1, sign) is half j % 2 of the GEMV's
+// pair j / 2, whose bf16 bits are m, e0, e1 at 6, 7, 8 and the sign at 15 (+16 for the high
 // half); the layout stores pair 1 rotated right by 6, pair 2 by 12 and pair 3's m, e0 and sign
 // by 2 and its e1 by 10, so that the GEMV brings each back with one shift or rotation.
 // A streaming kernel over 16-byte chunks, grid-stride; it runs once per weight, at load time.
-// KILN_GEMV_PAIRS = 1 (`KILN_FP4_GEMV=pairs`): the layout with adjacent pairs, code j half j % 2
-// of pair j / 2 (the host's GEMV_BIT_PAIRS), the same bits a pair.
+// The pairs are adjacent from G30 on (G21; before, pair i was codes i and i + 4).
 #include "common/types.cuh"
 
-#if !defined(KILN_GEMV_PAIRS)
-#define KILN_GEMV_PAIRS 0
-#endif
-
-// Where bit b of code j goes (the host's GEMV_BIT[4j + b], or GEMV_BIT_PAIRS').
+// Where bit b of code j goes (the host's GEMV_BIT[4j + b]).
 __device__ __forceinline__ constexpr int gemv_bit(int j, int b) {
-  const int half = KILN_GEMV_PAIRS ? j % 2 : j / 4, pair = KILN_GEMV_PAIRS ? j / 2 : j % 4;
+  const int half = j % 2, pair = j / 2;
   const int target = (b == 3 ? 15 : 6 + b) + 16 * half;
   const int rot = pair == 0 ? 0 : pair == 1 ? 6 : pair == 2 ? 12 : b == 2 ? 10 : 2;
   return (target + 32 - rot) % 32;

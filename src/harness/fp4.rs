@@ -356,8 +356,6 @@ pub struct GemvWeights {
     /// The device codes are in the GEMV layout (`KILN_FP4_GEMV=pack`, written by kiln's device
     /// prepack); `codes` stay standard.
     packed: bool,
-    /// That layout with adjacent pairs (`KILN_FP4_GEMV=pairs`).
-    pairs: bool,
 }
 
 impl GemvWeights {
@@ -388,7 +386,6 @@ impl GemvWeights {
             dc,
             ds,
             packed,
-            pairs: nvfp4_gemv_pack::pairs_asked(ctx),
         })
     }
 
@@ -515,11 +512,7 @@ impl Check for GemvProblem {
         // the GPU's prepack into the GEMV layout, byte for byte the CPU's
         let layout_bad = if w.packed {
             let dev: Vec<u8> = w.dc.download(w.codes.len())?;
-            let want = if w.pairs {
-                nvfp4_gemv::pack_gemv_codes_pairs(&w.codes)
-            } else {
-                nvfp4_gemv::pack_gemv_codes(&w.codes)
-            };
+            let want = nvfp4_gemv::pack_gemv_codes(&w.codes);
             dev.iter().zip(&want).filter(|(a, b)| a != b).count()
         } else {
             0

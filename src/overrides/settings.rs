@@ -280,7 +280,7 @@ pub struct MoeOverrides {
     /// ledger F31). Default 0 until the device shows 1 faster.
     pub fp4_pdl: bool,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
-    /// `xswz`, `xstage`, `pack`, `packsync` or `pack1`): how
+    /// `xswz`, `xstage`, `pack`, `packstage`, `packstage2`, `packsync`, `pack1` or `xswz2`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
     /// fastest there (H200: lean at M 1, xswz at 2-4 from 9ba589c (2026-11-29) and at 5-8 from
     /// 2026-11-30, wide above; docs/fp4.md G5, G6, G18); K not a multiple of 128 runs the
@@ -597,19 +597,24 @@ pub enum Fp4Gemv {
     Xstage,
     /// `Auto`'s rings (`Lean` at M 1, `Xswz` above) reading codes in the GEMV layout
     /// (`nvfp4_gemv::pack_gemv_codes`: each 32-bit word's bits placed for a decode of 9
-    /// instructions a word against 13), where the caller holds them so and says so
-    /// (`nvfp4_gemv::launch_packed`; `fp4 verify` and `fp4 bench --gemv` do under this knob);
-    /// standard codes run those rings as they are. H200, 2026-11-29: 18.8 against auto's 20.0 us
-    /// at 1x8192x8192, 19.0 against 20.3 at 4x14336x4096, verified (docs/fp4.md G10). At M 2-8
-    /// with at least 16 steps of K a warp (`GemvProblem::two_tiles_pay`) the GEMV layout runs
-    /// `Xswz2` instead (the two-tile ring: -31 % at 4x28672x8192 and -5 % at 4x16384x16384 in
-    /// two rounds, G19; from G20 on).
+    /// instructions a word against 13, pair i of a word codes 2i and 2i + 1), where the caller
+    /// holds them so and says so (`nvfp4_gemv::launch_packed`; `fp4 verify` and `fp4 bench
+    /// --gemv` do under this knob); standard codes run those rings as they are. H200,
+    /// 2026-11-29: 18.8 against auto's 20.0 us at 1x8192x8192, 19.0 against 20.3 at
+    /// 4x14336x4096, verified (docs/fp4.md G10). At M 2-8 with at least 16 steps of K a warp
+    /// (`GemvProblem::two_tiles_pay`) the GEMV layout runs `Xswz2` instead (the two-tile ring:
+    /// -31 % at 4x28672x8192 and -5 % at 4x16384x16384 in two rounds, G19; from G20 on). The
+    /// pairs are adjacent from G30 on (G21: the mma's B pairs are X's words as they are, no X
+    /// permutes; -4.4 to -5 % at M 4, two rounds).
     Pack,
-    /// `Pack` on the GEMV layout with adjacent pairs (`nvfp4_gemv::pack_gemv_codes_pairs`:
-    /// pair i of a word is codes 2i and 2i + 1, where `Pack`'s is i and i + 4), which the
-    /// caller's `to_gemv_layout` writes under this knob: the mma's B pairs are X's words as they
-    /// are, so the X ring's 16 byte permutes a step go (docs/fp4.md G21).
-    Pairs,
+    /// `Pack` with the `Xstage` ring at M 1-4 (2-step stages carrying X by cp.async), which the
+    /// GEMV layout's adjacent pairs spare its permute: about 20 % fewer instructions a step than
+    /// `Xswz` at M 4 (docs/fp4.md G31); above M 4 `Pack`.
+    PackStage,
+    /// `PackStage` with two weight slots a warp, not three: one stage in flight while one is
+    /// decoded, for the X ring's warps an SM (round 1: packstage 19 % fewer instructions, issue
+    /// 57 -> 48 % at 20 warps an SM against 24; docs/fp4.md G32).
+    PackStage2,
     /// `Pack` with the rings' first stages asked for in order across each CTA (a barrier after
     /// each warp's stage j), so that the first stages are not served behind the second and
     /// third. Verified, no faster than `Pack` on the H200 (docs/fp4.md G11).

@@ -5,8 +5,9 @@
 //! K and every address stay as they are.
 //!
 //! A standard word holds code j (element j of its 8) at bits 4j .. 4j + 3: magnitude m, e0, e1,
-//! then the sign. The GEMV's pair i is codes i and i + 4 as two bf16 halves, each the e2m1 value
-//! times 2^-126: m, e0, e1 at bits 6, 7, 8 of the half and the sign at 15. The GEMV layout keeps
+//! then the sign. The GEMV's pair i is codes 2i and 2i + 1 (adjacent pairs, G21, the layout from
+//! G30 on: the mma's B pair is then a word of X as it lies in memory) as two bf16 halves, each
+//! the e2m1 value times 2^-126: m, e0, e1 at bits 6, 7, 8 of the half and the sign at 15. The GEMV layout keeps
 //! pair 0 at those bits, pair 1 six bits lower and pair 2 twelve lower (mod 32: a rotation
 //! brings each back), and pair 3, which no rotation of the same pattern fits into the 8 bits
 //! left, with m, e0 and the sign two bits lower and e1 ten lower.
@@ -21,18 +22,6 @@ use crate::jit::KernelSpec;
 /// compiled only when asked for, the variant budget).
 pub fn spec_gemv_layout(arch: &str) -> KernelSpec {
     KernelSpec::new("gemm/nvfp4_gemv_pack.cu", "nvfp4_gemv_pack", arch)
-}
-
-/// [`spec_gemv_layout`] for the layout with adjacent pairs (`KILN_FP4_GEMV=pairs`,
-/// [`GEMV_BIT_PAIRS`]; compiled only when asked for).
-pub fn spec_gemv_layout_pairs(arch: &str) -> KernelSpec {
-    spec_gemv_layout(arch).define("KILN_GEMV_PAIRS", 1)
-}
-
-/// Whether the context's GEMV reads the layout with adjacent pairs (`KILN_FP4_GEMV=pairs`): the
-/// layout [`to_gemv_layout`] writes and the pack path reads.
-pub fn pairs_asked(ctx: &Context) -> bool {
-    ctx.overrides.moe.fp4_gemv == crate::overrides::Fp4Gemv::Pairs
 }
 
 /// Checks that `src` and `dst` hold the codes of a [rows, K] NVFP4 matrix that the GEMV can read
@@ -69,8 +58,7 @@ pub fn check_gemv_layout(
 /// Enqueues the codes of a [rows, K] NVFP4 matrix (standard layout, in `src`) into `dst` in the
 /// GEMV layout, bit for bit [`pack_gemv_codes`]; `dst` may be `src` (only bits inside each word
 /// move). The scales and the tensor scale stay as they are; a GEMV on the result goes through
-/// `nvfp4_gemv::launch_packed`. Under `KILN_FP4_GEMV=pairs` the layout with adjacent pairs
-/// ([`pack_gemv_codes_pairs`]), which the GEMV then reads. It returns once the codes are
+/// `nvfp4_gemv::launch_packed`. It returns once the codes are
 /// written (a load-time step): the GEMV, a programmatic dependent, asks for its weights before
 /// it waits for the kernel ahead of it, which here would be this one writing them.
 pub fn to_gemv_layout(
@@ -81,12 +69,7 @@ pub fn to_gemv_layout(
     dst: &DeviceBuffer,
 ) -> Result<()> {
     let bytes = check_gemv_layout(rows, k, src, dst)?;
-    let spec = if pairs_asked(ctx) {
-        spec_gemv_layout_pairs(&ctx.arch())
-    } else {
-        spec_gemv_layout(&ctx.arch())
-    };
-    let f = ctx.function(&spec)?;
+    let f = ctx.function(&spec_gemv_layout(&ctx.arch()))?;
     let (mut s, mut d, mut n16) = (src.ptr(), dst.ptr(), (bytes / 16) as u64);
     let blocks = (bytes / 16)
         .div_ceil(256)
@@ -109,25 +92,17 @@ pub fn to_gemv_layout(
 }
 
 /// Where the GEMV layout puts each bit of a standard word: bit 4j + b (code j's bit b) goes to
-/// `GEMV_BIT[4j + b]`.
-pub const GEMV_BIT: [u32; 32] = gemv_bits(false);
+/// `GEMV_BIT[4j + b]`. Code j is half j % 2 of pair j / 2, so that a pair is two neighbouring
+/// elements of K and the mma's B pair a word of X as it lies in memory.
+pub const GEMV_BIT: [u32; 32] = gemv_bits();
 
-/// [`GEMV_BIT`] for the layout with adjacent pairs (`KILN_FP4_GEMV=pairs`): code j is half j % 2
-/// of pair j / 2, so that a pair is two neighbouring elements of K and the mma's B pair a word
-/// of X as it lies in memory; each pair's bits where `GEMV_BIT` keeps that pair's.
-pub const GEMV_BIT_PAIRS: [u32; 32] = gemv_bits(true);
-
-const fn gemv_bits(adjacent: bool) -> [u32; 32] {
+const fn gemv_bits() -> [u32; 32] {
     // a half's bits m, e0, e1, sign, as the decoded bf16 has them
     const TARGET: [u32; 4] = [6, 7, 8, 15];
     let mut out = [0u32; 32];
     let mut j = 0;
     while j < 8 {
-        let (pair, half) = if adjacent {
-            (j / 2, j % 2)
-        } else {
-            (j % 4, j / 4)
-        };
+        let (pair, half) = (j / 2, j % 2);
         let mut b = 0;
         while b < 4 {
             let t = TARGET[b] + 16 * half as u32;
@@ -152,11 +127,6 @@ pub fn pack_gemv_word(w: u32) -> u32 {
     place_bits(w, &GEMV_BIT)
 }
 
-/// One standard word of 8 codes in the GEMV layout with adjacent pairs.
-pub fn pack_gemv_word_pairs(w: u32) -> u32 {
-    place_bits(w, &GEMV_BIT_PAIRS)
-}
-
 fn place_bits(w: u32, to: &[u32; 32]) -> u32 {
     to.iter()
         .enumerate()
@@ -167,11 +137,6 @@ fn place_bits(w: u32, to: &[u32; 32]) -> u32 {
 /// little-endian 32-bit word through [`pack_gemv_word`].
 pub fn pack_gemv_codes(codes: &[u8]) -> Vec<u8> {
     pack_words(codes, pack_gemv_word)
-}
-
-/// [`pack_gemv_codes`] in the layout with adjacent pairs ([`pack_gemv_word_pairs`]).
-pub fn pack_gemv_codes_pairs(codes: &[u8]) -> Vec<u8> {
-    pack_words(codes, pack_gemv_word_pairs)
 }
 
 fn pack_words(codes: &[u8], word: fn(u32) -> u32) -> Vec<u8> {
@@ -208,10 +173,7 @@ mod tests {
     #[test]
     fn the_gemv_layout_kernel_compiles_and_refuses_what_the_gemv_cannot_read() {
         if crate::jit::testing::nvrtc_here() {
-            crate::jit::testing::assert_compile_clean(&[
-                spec_gemv_layout("sm_90a"),
-                spec_gemv_layout_pairs("sm_90a"),
-            ]);
+            crate::jit::testing::assert_compile_clean(&[spec_gemv_layout("sm_90a")]);
         }
         // SAFETY: never dereferenced: the checks look at the sizes and addresses only.
         let b = |ptr: u64, bytes: usize| unsafe { DeviceBuffer::borrowed(ptr, bytes) };
@@ -233,46 +195,36 @@ mod tests {
     }
 
     /// The device kernel's bit map (`gemv_bit(j, b)`: rotations right by 0, 6, 12 and 2/10 of
-    /// each half's bf16 bits) is the host's GEMV_BIT, and under KILN_GEMV_PAIRS GEMV_BIT_PAIRS.
+    /// each half's bf16 bits) is the host's GEMV_BIT.
     #[test]
     fn the_device_bit_map_is_the_hosts() {
-        for (map, adjacent) in [(&GEMV_BIT, false), (&GEMV_BIT_PAIRS, true)] {
-            for j in 0..8 {
-                for b in 0..4 {
-                    let (half, pair) = if adjacent {
-                        (j % 2, j / 2)
-                    } else {
-                        (j / 4, j % 4)
-                    };
-                    let target = if b == 3 { 15 } else { 6 + b } + 16 * half;
-                    let rot = match (pair, b) {
-                        (0, _) => 0,
-                        (1, _) => 6,
-                        (2, _) => 12,
-                        (_, 2) => 10,
-                        _ => 2,
-                    };
-                    assert_eq!(
-                        map[4 * j + b] as usize,
-                        (target + 32 - rot) % 32,
-                        "code {j} bit {b} adjacent {adjacent}"
-                    );
-                }
+        for j in 0..8 {
+            for b in 0..4 {
+                let (half, pair) = (j % 2, j / 2);
+                let target = if b == 3 { 15 } else { 6 + b } + 16 * half;
+                let rot = match (pair, b) {
+                    (0, _) => 0,
+                    (1, _) => 6,
+                    (2, _) => 12,
+                    (_, 2) => 10,
+                    _ => 2,
+                };
+                assert_eq!(
+                    GEMV_BIT[4 * j + b] as usize,
+                    (target + 32 - rot) % 32,
+                    "code {j} bit {b}"
+                );
             }
         }
     }
 
     #[test]
     fn the_gemv_layout_moves_every_bit_of_a_word_to_its_own_place() {
-        for map in [&GEMV_BIT, &GEMV_BIT_PAIRS] {
-            let mut seen = [false; 32];
-            for &to in map {
-                assert!(!seen[to as usize], "bit {to} taken twice");
-                seen[to as usize] = true;
-            }
+        let mut seen = [false; 32];
+        for &to in &GEMV_BIT {
+            assert!(!seen[to as usize], "bit {to} taken twice");
+            seen[to as usize] = true;
         }
-        assert_eq!(pack_gemv_word_pairs(0), 0);
-        assert_eq!(pack_gemv_word_pairs(u32::MAX), u32::MAX);
         assert_eq!(pack_gemv_word(0), 0);
         assert_eq!(pack_gemv_word(u32::MAX), u32::MAX);
         // the bytes of a row are words as they are, in order
@@ -285,41 +237,28 @@ mod tests {
     }
 
     /// Every code in every position, the other seven random: pair i of the decoded GEMV word must
-    /// be codes i (low half) and i + 4 (high half), each the e2m1 value times 2^-126 (the
-    /// standard decode's bits, which the scale then multiplies by 2^118 x s); in the layout with
-    /// adjacent pairs, codes 2i and 2i + 1, by the same decode.
+    /// be codes 2i (low half) and 2i + 1 (high half), each the e2m1 value times 2^-126 (the
+    /// standard decode's bits, which the scale then multiplies by 2^118 x s).
     #[test]
     fn the_kernels_packed_decode_gives_each_pair_its_two_codes() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::SmallRng::seed_from_u64(0x2545_F491);
-        for adjacent in [false, true] {
-            for j in 0..8u32 {
-                for code in 0u32..16 {
-                    for _ in 0..64 {
-                        let rest: u32 = rng.gen();
-                        let w = (rest & !(0xF << (4 * j))) | code << (4 * j);
-                        let packed = if adjacent {
-                            pack_gemv_word_pairs(w)
-                        } else {
-                            pack_gemv_word(w)
-                        };
-                        check_pairs(w, packed_pairs(packed), adjacent);
-                    }
+        for j in 0..8u32 {
+            for code in 0u32..16 {
+                for _ in 0..64 {
+                    let rest: u32 = rng.gen();
+                    let w = (rest & !(0xF << (4 * j))) | code << (4 * j);
+                    check_pairs(w, packed_pairs(pack_gemv_word(w)));
                 }
             }
         }
     }
 
-    /// The decoded pairs of standard word `w`: pair i is codes i and i + 4 (`adjacent`: 2i and
-    /// 2i + 1), low half first.
-    fn check_pairs(w: u32, pairs: [u32; 4], adjacent: bool) {
+    /// The decoded pairs of standard word `w`: pair i is codes 2i and 2i + 1, low half first.
+    fn check_pairs(w: u32, pairs: [u32; 4]) {
         for (i, &pair) in pairs.iter().enumerate() {
             for hi in [false, true] {
-                let j = if adjacent {
-                    2 * i + hi as usize
-                } else {
-                    i + 4 * hi as usize
-                };
+                let j = 2 * i + hi as usize;
                 let c = (w >> (4 * j)) & 0xF;
                 let want = crate::formats::fp4::decode(c as u8) as f64;
                 let got = bf16_half(pair, hi) * 2f64.powi(126);

@@ -78,7 +78,7 @@ fn bwd_fa3_d256_compiles_for_sm90a_without_spills() {
         check_version(v, 4);
     }
     // the deterministic default's ordered reduces (their pre- and postprocess the others')
-    check_version("bwd_fa3_d256_ordered", 2);
+    check_version("bwd_fa3_d256_w2", 2);
 }
 
 #[test]

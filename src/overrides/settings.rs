@@ -698,11 +698,12 @@ pub enum Fp8GroupedFeed {
     StagedPairsWide,
     /// `tm256b`: `tm256` with one part of the dense `256tmd`'s feed: a tile whose 128 rows are
     /// all its expert's loads them as one X box of 128 rows (the dense tile's A box) instead of
-    /// four of 32 (docs/fp8.md ledger rows 81 and 84; the default since it won two rounds).
+    /// four of 32 (docs/fp8.md ledger rows 81 and 84; the default from row 101 to row 102).
     StagedPairsWideOneBox,
     /// `tm256bh`: `tm256b` with the X scales' slot offset kept in registers across the K loop
     /// (advanced by x_rows mod 4 each K block) and read for every row, so that the full-stage
-    /// wait is followed by the scales' loads alone, as in the dense tile (docs/fp8.md row 100).
+    /// wait is followed by the scales' loads alone, as in the dense tile (docs/fp8.md row 100;
+    /// the default since row 102).
     StagedPairsWideOneBoxHoisted,
 }
 
@@ -723,11 +724,12 @@ impl Fp8GroupedFeed {
     /// The feed measured fastest (H200, docs/fp8.md ledger rows 22 and 84): `tm256` ran
     /// contiguous 4 x 8192 rows in 1.481-1.482 ms against `ldg`'s 1.720-1.728 (1,298 TFLOPS) and
     /// masked 4 x 256 in 55.2 us against 71.5 (1,090 TFLOPS); `tm256b` beat `tm256` in two rounds
-    /// (2026-11-30: 0.968-0.970x cuBLASLt's per-expert loop against 0.952-0.957x). It needs X's
-    /// scales where TMA can map them (`scales_mappable`: 16-byte aligned); else `ldg`.
+    /// (2026-11-30: 0.968-0.970x cuBLASLt's per-expert loop against 0.952-0.957x), and `tm256bh`
+    /// beat `tm256b` in two rounds (row 100: 0.992-1.000x the loop against 0.966-0.968x). It needs
+    /// X's scales where TMA can map them (`scales_mappable`: 16-byte aligned); else `ldg`.
     pub fn default_for(scales_mappable: bool) -> Fp8GroupedFeed {
         if scales_mappable {
-            Fp8GroupedFeed::StagedPairsWideOneBox
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
         } else {
             Fp8GroupedFeed::Ldg
         }

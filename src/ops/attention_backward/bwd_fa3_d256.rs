@@ -231,13 +231,13 @@ mod tests {
         let free = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), false);
         let reg = Registry::default();
         // the default at d256 (verified and faster on an H200); in deterministic mode its ordered
-        // reduces (`bwd_fa3_d256_ordered`, since 2026-11-30); d64 and d128 keep theirs
+        // reduces by two writer warps (`bwd_fa3_d256_w2`); d64 and d128 keep theirs
         let k = reg
             .select_attention_backward(&free(256), &h100, None)
             .unwrap();
         assert_eq!(k.name(), "bwd_fa3_d256_tma");
         let k = reg.select_attention_backward(&p(256), &h100, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_ordered");
+        assert_eq!(k.name(), "bwd_fa3_d256_w2");
         let k = reg.select_attention_backward(&p(128), &h100, None).unwrap();
         assert!(!k.name().starts_with("bwd_fa3_d256"), "{}", k.name());
         for v in ALL {

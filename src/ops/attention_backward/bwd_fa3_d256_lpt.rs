@@ -125,7 +125,7 @@ mod tests {
         // the deterministic default at d256 is untouched
         let det = BackwardProblem::new(p.attn, true);
         let k = r.select_attention_backward(&det, &h100, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_ordered");
+        assert_eq!(k.name(), "bwd_fa3_d256_w2");
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //! turn has mostly come when it gets there. The order of adds is fixed, so runs are bitwise
 //! equal; the sums are the non-deterministic staged version's in another order (its error
 //! bounds). Problems that are not deterministic run `bwd_fa3_d256_tma`. The deterministic default
-//! at d256 since 2026-11-30 (ledger D14, D15: 0.60-0.70x the non-deterministic run in two rounds,
-//! where the ordered atomics it replaces ran 0.30-0.54x).
+//! at d256 from 2026-11-30 (ledger D14, D15: 0.60-0.70x the non-deterministic run in two rounds,
+//! where the ordered atomics it replaced ran 0.30-0.54x) until `bwd_fa3_d256_w2` replaced it.
 //!   `bwd_fa3_d256_ordered_early` (`KILN_D256_DET=2`): the same, each adder waiting for its
 //!   previous reduce's completion, bumping and reading its next counter before the consumers meet
 //!   rather than at the block's first product and at the add. Refuted in round 2 (H200,
@@ -21,7 +21,9 @@
 //!   warpgroup (warps 1 and 2, idle at d256 until now): the consumers hand both staged tiles over
 //!   and go on; the writer waits for the block's turn, issues both reduces, releases the stage once
 //!   they have read it, waits for their completion and bumps the counter once. Neither the turn
-//!   nor the completion is then in a consumer's path (ledger D31). Not the default until measured.
+//!   nor the completion is then in a consumer's path (ledger D31). `bwd_fa3_d256_w2` is the
+//!   deterministic default at d256 (D31, D33: 0.84-0.95x the non-deterministic run in two rounds
+//!   on an H200, 1.32-1.46x `bwd_fa3_d256_ordered`).
 //!   The chains of adds (`bwd_fa3_d256_chains`, `_chains4`: the fixed order split over 2 or 4 fp32
 //!   accumulators) lost two rounds (0.68-0.92x one chain, ledger D22-D24: the live dQ grew past
 //!   the L2) and were deleted on 2026-11-30 (ledger D30).
@@ -69,7 +71,7 @@ pub struct BwdFa3D256Ordered {
 }
 
 impl BwdFa3D256Ordered {
-    /// `bwd_fa3_d256_ordered`: the deterministic default at d256.
+    /// `bwd_fa3_d256_ordered`: the first ordered form (the d256 deterministic default before w2).
     pub const ORDERED: Self = BwdFa3D256Ordered {
         form: DetForm::Ordered,
         rotated: false,
@@ -84,7 +86,8 @@ impl BwdFa3D256Ordered {
         form: DetForm::Writers(1),
         rotated: false,
     };
-    /// `bwd_fa3_d256_w2`: two writer warps taking the query blocks in turn.
+    /// `bwd_fa3_d256_w2`: two writer warps taking the query blocks in turn; the deterministic
+    /// default at d256.
     pub const W2: Self = BwdFa3D256Ordered {
         form: DetForm::Writers(2),
         rotated: false,
@@ -229,10 +232,10 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         // the deterministic default's kernels (its preprocess and postprocess are the other d256
         // versions'); the other forms' compile when asked for, outside the variant budget (the
         // test below compiles them)
-        if *self == Self::ORDERED {
+        if *self == Self::W2 {
             DTYPES
                 .iter()
-                .map(|&dt| spec(arch, dt, DetForm::Ordered, false, false))
+                .map(|&dt| spec(arch, dt, self.form, false, false))
                 .collect()
         } else {
             Vec::new()
@@ -247,13 +250,13 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
     fn by_default(&self) -> bool {
         false
     }
-    /// The deterministic mode's default at d256 (H200, 2026-11-30, ledger D14, D15: verified over
-    /// two and three waves, GQA causal f16 and Sq 65 Skv 200, runs bitwise equal; in one process
-    /// with the non-deterministic run, 0.60-0.70x it at B4 H16 S4096 and B1 H16 S16384, causal or
-    /// not, in two rounds, where the ordered atomics of `bwd_fa3_d256_tma` ran 0.30-0.54x). Not
-    /// the non-deterministic mode's (it runs `bwd_fa3_d256_tma` there anyway).
+    /// The deterministic mode's default at d256: `bwd_fa3_d256_w2` (H200, 2026-11-30, ledger D31,
+    /// D33: verified over two and three waves, GQA causal f16 and Sq 65 Skv 200, runs bitwise
+    /// equal, memcheck clean; in one process with the non-deterministic run, 0.84-0.95x it at B4
+    /// H16 S4096 and B1 H16 S16384, causal or not, in two rounds, where `bwd_fa3_d256_ordered` ran
+    /// 0.59-0.70x). Not the non-deterministic mode's (it runs `bwd_fa3_d256_tma` there anyway).
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
-        *self == Self::ORDERED && p.deterministic
+        *self == Self::W2 && p.deterministic
     }
 }
 
@@ -264,7 +267,7 @@ mod tests {
     use crate::ops::registry::Registry;
 
     #[test]
-    fn they_take_d256_by_name_and_the_first_form_is_the_deterministic_default() {
+    fn they_take_d256_by_name_and_two_writers_are_the_deterministic_default() {
         let h100 = DeviceInfo::h100_sxm();
         let p = |d, det| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), det);
         let r = Registry::default();
@@ -287,11 +290,7 @@ mod tests {
             assert!(v.supports(&p(256, true), &h100).is_ok());
             assert!(v.supports(&p(128, true), &h100).is_err());
             // only the default's kernels count in `kiln check`
-            let n = if v == BwdFa3D256Ordered::ORDERED {
-                2
-            } else {
-                0
-            };
+            let n = if v == BwdFa3D256Ordered::W2 { 2 } else { 0 };
             assert_eq!(v.variants("sm_90a").len(), n);
             let k = r
                 .select_attention_backward(&p(256, true), &h100, Some(v.name()))
@@ -305,10 +304,7 @@ mod tests {
                     && !label.contains("KILN_D256_TRACE"),
                 "{label}"
             );
-            assert_eq!(
-                v.by_default_for(&p(256, true)),
-                v == BwdFa3D256Ordered::ORDERED
-            );
+            assert_eq!(v.by_default_for(&p(256, true)), v == BwdFa3D256Ordered::W2);
             assert!(!v.by_default_for(&p(256, false)));
         }
         assert_eq!(BwdFa3D256Ordered::by_name("bwd_fa3_d256_chains"), None);
@@ -319,7 +315,7 @@ mod tests {
                 .unwrap()
                 .name()
         };
-        assert_eq!(pick(256, true), "bwd_fa3_d256_ordered");
+        assert_eq!(pick(256, true), "bwd_fa3_d256_w2");
         assert_eq!(pick(256, false), "bwd_fa3_d256_tma");
         assert_eq!(pick(128, true), "bwd_fa3_ordered_w2");
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");

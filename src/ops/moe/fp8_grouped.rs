@@ -358,13 +358,16 @@ mod tests {
         // the prefix kernel and one kernel a feed
         let specs = variants("sm_90a");
         assert_eq!(specs.len(), 7);
-        // the measured default (ledger rows 22 and 84), where TMA can map X's scales
+        // the measured default (ledger rows 22, 84 and 100), where TMA can map X's scales
         assert_eq!(
             (
                 Fp8GroupedFeed::default_for(true),
                 Fp8GroupedFeed::default_for(false)
             ),
-            (Fp8GroupedFeed::StagedPairsWideOneBox, Fp8GroupedFeed::Ldg)
+            (
+                Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
+                Fp8GroupedFeed::Ldg
+            )
         );
     }
 

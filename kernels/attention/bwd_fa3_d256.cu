@@ -33,22 +33,18 @@
 // it waits for after the next block's first product is issued: the empty barrier's 8 arrivals
 // come as 4 from each consumer's adder. The deterministic mode keeps the ordered atomics (and the
 // release by every warp once dV or dK is done), except with KILN_D256_DET:
-// KILN_D256_DET 1 (the host's bwd_fa3_d256_ordered, with KILN_D256_DQ 1): the deterministic mode
-// staged as above, each consumer's adder waiting for the block's turn on the (head, query block)
-// counter before its reduce, in the order and on the walks of the d64/d128 dQ writer (det_rank,
-// det_walk: non-causal walks rotated so that the blocks of a wave reach a query block a few steps
-// apart in the order they add; causal key blocks launched in reverse, the last first). With the
-// atomics every block walked the query blocks in the same order, so block n waited at each one for
-// block n - 1's adds, fence and bump (0.30-0.55x the non-deterministic run, H200 2026-11-30). Two
-// bumps a block (one a consumer, each adding its own 128 columns): a block's turn comes at twice
-// its rank. The adder bumps once its reduce has completed, at the next block's first product
-// (where it already waited for the read), before it waits for any turn: a waiting adder holds no
-// bump (the rule that kept the writer's waits from closing a ring, det_schedule.rs).
-// KILN_D256_DET 3 (the host's bwd_fa3_d256_writer and bwd_fa3_d256_w2): the same order and walks,
-// the adds by writer warps of the producer warpgroup instead of the consumers (d256_writer), so
-// that neither a turn nor a reduce's completion is waited for in a consumer's path.
+// KILN_D256_DET 3 (the host's bwd_fa3_d256_w2, _w2_spread; with KILN_D256_DQ 1): the deterministic
+// mode staged as above, the adds by writer warps of the producer warpgroup (d256_writer) in the
+// order and on the walks of the d64/d128 dQ writer (det_rank, det_walk: non-causal walks rotated
+// so that the blocks of a wave reach a query block a few steps apart in the order they add;
+// causal key blocks launched in reverse, the last first), so that neither a turn nor a reduce's
+// completion is waited for in a consumer's path. With the atomics every block walked the query
+// blocks in the same order, so block n waited at each one for block n - 1's adds, fence and bump
+// (0.30-0.55x the non-deterministic run, H200 2026-11-30). The first forms, each consumer's adder
+// waiting for the turn (1) and bumping early (2), lost to the writers in two rounds and were
+// deleted on 2026-11-30 (ledger D31, D50).
 // KILN_D256_TRACE 1 (with KILN_D256_DET; the host's --det-trace, a diagnostic never dispatched):
-// each adder stamps its turn, issue, completion and bump into p.det_trace (d256_stamp).
+// each writer stamps its turn, issue, completion and bump into p.det_trace (d256_stamp).
 // KILN_BWD_CLUSTER 2 (the host's bwd_fa3_d256_pair, with KILN_D256_DQ 1): two adjacent key blocks
 // as a cluster walking the same query blocks, each stage's Q and dO loaded half by each CTA and
 // multicast to both (bwd_fa3_block.cuh), so the L2 serves a stage once per pair: with dQ's
@@ -66,18 +62,26 @@
 #endif
 constexpr bool DQ_STAGED = KILN_D256_DQ != 0;
 static_assert(!D256_DET || DQ_STAGED, "KILN_D256_DET orders the staged dQ's reduces (KILN_D256_DQ 1)");
-// KILN_D256_DET 2 (the host's bwd_fa3_d256_ordered_early): the previous block's completion waited
-// for and its bump made before the consumers meet (consumer 0 before it waits for dV, 1 before the
-// meet) rather than at the block's first product, then this block's counter read there, so that
-// neither the reduce's completion (~1-2 us after its issue: the first round, H200 2026-11-30, had
-// the ordered reduces' step ~1.9 us longer than the staged run's, 0.60-0.70x) nor the read's round
-// trip holds the warpgroup; a turn not yet come is read again at the add. The bump comes about
-// two thirds of a step later, still before the next adder (a step behind at gs = 1) adds.
 #if defined(KILN_D256_DET)
-constexpr bool D256_EARLY = KILN_D256_DET == 2;
-static_assert(KILN_D256_DET <= 3, "KILN_D256_DET: 1 (ordered reduces), 2 (early bump) or 3 (writer warps)");
+static_assert(KILN_D256_DET == 3 || KILN_D256_DET == 4,
+              "KILN_D256_DET: 3 (writer warps) or 4 (their halves ordered apart); the consumers' own ordered adds, 1 and 2, were deleted on 2026-11-30");
+#endif
+// KILN_D256_DET 4 (the host's bwd_fa3_d256_w2_halves): the writer orders the block's two 64 x 128
+// halves apart, two bumps a block: half A (consumer 0's columns) once the previous adder's half A
+// has completed (the counter at 2·rank - 1), half B once its half B has (2·rank), each bumped on
+// its own completion. With one turn a block (3) the stage stays held from the hand-over through
+// the turn's wait and both halves' read (1.66 us; H200 stamps, ledger D32: 48 % of w2's adds
+// waited for the bump before them, median 0.77 us, the hop about a step), and a stage held past
+// about 2.4 us stalls the producer; here half A is read while the writer waits for half B's turn,
+// which comes about as late as the one turn did, so the stage goes back one half's read earlier.
+// Half A's bump waits for half B's turn (before it, the counter would read 2·rank with the
+// previous adder's half B not done), so each bump still follows every lower one; a writer waits
+// for B's turn holding only its own half A, which only the adders after it wait for (waits follow
+// steps, as det_schedule.rs has them: no cycle).
+#if defined(KILN_D256_DET)
+constexpr bool D256_HALVES = KILN_D256_DET == 4;
 #else
-constexpr bool D256_EARLY = false;
+constexpr bool D256_HALVES = false;
 #endif
 // KILN_D256_DET 3 (D256_WRITER, bwd_fa3_block.cuh): named barrier 8 + s, ring stage s's two tiles
 // staged (the consumers' 256 threads arrive, the writer's 32 wait). Stage s is rewritten only
@@ -85,23 +89,22 @@ constexpr bool D256_EARLY = false;
 constexpr u32 BAR_HANDOFF = 8;
 static_assert(!D256_WRITER || STAGES == 2, "a writer barrier per ring stage: 8 and 9");
 
-// KILN_D256_TRACE 1 (the host's --det-trace; a diagnostic, never dispatched): each adder (a
-// consumer's warp 0 lane 0, or the writer's lane 0) stamps its adds into p.det_trace, a record of
-// TRACE_WORDS u32 per (block, role, iteration) at ((block · 2 + role) · group · m_blocks + it)
-// (block: the grid's linear index; role: the consumer, 0 for a writer): [0] the counter's index in
-// dq_sem, [1] the turn awaited, [13] the SM, [14] bumps a block (2: one a consumer; 1: the
-// writer's); the global timer (ns, low 32 bits) at [2] the turn's wait begun, [3] the turn seen
-// (the reduce issued next), [4] the completion's wait begun, [5] the completion seen, [6] the bump
-// made, [7] the step's start (a consumer: its stage full; a writer: the tiles handed over), [15]
-// (a writer) the tiles read and the stage released; the SM clock (low 32 bits) at [8..12] for
-// [2..6]. src/ops/attention_backward/bwd_fa3_d256_ordered.rs reads it, scripts/det_trace.py sums
+// KILN_D256_TRACE 1 (the host's --det-trace; a diagnostic, never dispatched): each writer's lane 0
+// stamps its adds into p.det_trace, a record of TRACE_WORDS u32 per (block, role, iteration) at
+// ((block · 2 + role) · group · m_blocks + it) (block: the grid's linear index; role 0, the
+// layout keeping a slot for the deleted consumer adders' role 1): [0] the counter's index in
+// dq_sem, [1] the turn awaited, [13] the SM, [14] bumps a block (1); the global timer (ns, low 32
+// bits) at [2] the turn's wait begun, [3] the turn seen (the reduce issued next), [4] the
+// completion's wait begun, [5] the completion seen, [6] the bump made, [7] the step's start (the
+// tiles handed over), [15] the tiles read and the stage released; the SM clock (low 32 bits) at
+// [8..12] for [2..6]. src/ops/attention_backward/bwd_fa3_d256_ordered.rs reads it, scripts/det_trace.py sums
 // it up.
 #if defined(KILN_D256_TRACE)
 constexpr bool D256_TRACE = KILN_D256_TRACE != 0;
 #else
 constexpr bool D256_TRACE = false;
 #endif
-static_assert(!D256_TRACE || D256_DET, "KILN_D256_TRACE stamps the ordered adds (KILN_D256_DET)");
+static_assert(!D256_TRACE || (D256_DET && !D256_HALVES), "KILN_D256_TRACE stamps the ordered adds of one turn a block (KILN_D256_DET 3)");
 enum D256Event { EV_READY = 2, EV_TURN, EV_CW0, EV_CW1, EV_BUMP, EV_STEP, EV_READ = 15 };
 constexpr int TRACE_WORDS = 16;
 __device__ __forceinline__ u32* d256_trace_at(const AttnBwdArgs& p, int role, int it) {
@@ -126,7 +129,7 @@ __device__ __forceinline__ void d256_trace_head(const AttnBwdArgs& p, int role, 
 }
 
 static_assert(D == 256 && BN == 64 && BM == 64 && SPLIT_N && QN == 128, "d256: 64 keys, 64 queries, dQ split by 128 columns");
-static_assert(!TAIL || !D256_DET, "KILN_BWD_TAIL splits the non-deterministic walk only (the ordered adds count whole key blocks)");
+static_assert(!TAIL, "KILN_BWD_TAIL: d64/d128 (bwd_fa3_d256_tail, the d256 split, tied in two rounds and was deleted on 2026-11-30, ledger D50)");
 
 // KILN_D256_P16 1 (the knob KILN_BWD_D256_P16): Pᵀ handed over as consumer 0 packs it for dV
 // (16-bit pairs: 8 KB a block, [KP][128 threads] of uint4), not in fp32 (16 KB), and consumer 1's
@@ -174,9 +177,10 @@ __device__ __forceinline__ void d256_release(const BwdSmem& sm, int s, u32 count
 
 // What both consumers do once dSᵀ of block it is stored: dQ's 128 columns of consumer c over the
 // 64 keys, waited for and added (sem: the deterministic mode's counter, else null): by atomics,
-// or (staged) into the tile at `tile` and, by warp 0's first thread, through the map `tdq`.
+// or (staged) into the tile at `tile` and, by warp 0's first thread (D256_WRITER: by the writer),
+// through the map `tdq`.
 __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, int it, int h,
-                                        int m0, u32* sem, u32 seen, bool staged, const TmaMap* tdq, u32 tile) {
+                                        int m0, u32* sem, bool staged, const TmaMap* tdq, u32 tile) {
   float dq[QN / 2];
   wgmma_fence();
   dq_from_ds<QN, QKS, BM, BN, true>(dq, d256_at16(sm.sds) + (it & 1) * (DS_BYTES / 16), d256_at16(sm.sk), 0, th.c * (QN / 64));
@@ -198,73 +202,8 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
     named_barrier_arrive(BAR_TILE + th.c, 128);
   } else {
     named_barrier_sync(BAR_TILE + th.c, 128);
-    if (th.lane == 0) {
-      if (D256_DET && sem != nullptr) {
-        // D256_DET: this block's turn (both consumers of every block before it in det_rank's
-        // order have bumped), then the counter's acquire before the bulk adds
-        // (seen: the counter as read before the meet, D256_EARLY; else 0)
-        const u32 turn = 2 * (u32)det_rank(k, p, det_group(k, p), m0 / BM);
-        d256_trace_head(p, th.c, it, sem, turn, 2);
-        d256_stamp(p, th.c, it, EV_READY);
-        while (seen < turn) seen = ld_acquire(sem);
-        fence_proxy_async_global();
-        d256_stamp(p, th.c, it, EV_TURN);
-      }
-      reduce_dq_tile<1>(tdq, tile, p.sq, k.b, h, m0, th.c * QN, 1);
-    }
+    if (th.lane == 0) reduce_dq_tile<1>(tdq, tile, p.sq, k.b, h, m0, th.c * QN, 1);
   }
-}
-
-// D256_DET, by consumer c's adder: its adds of iteration `it` complete (the bulk group waited
-// for, not only read), then its half of the block's bump on that (head, query block)'s counter
-// (two a block: one a consumer, each adding its own 128 columns).
-__device__ __forceinline__ void d256_bump(const AttnBwdArgs& p, const BwdWalk& k, int c, int it) {
-  d256_stamp(p, c, it, EV_CW0);
-  tma_store_wait<0>();
-  d256_stamp(p, c, it, EV_CW1);
-  fence_proxy_async_global();
-  int mb = k.m_first + it % k.per_head;
-  if (!p.causal && mb >= k.per_head) mb -= k.per_head;  // (a rotated walk wraps: det_walk)
-  const int h = k.hk * p.group + it / k.per_head;
-  red_release_add(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb, 1);
-  d256_stamp(p, c, it, EV_BUMP);
-}
-
-// KILN_BWD_TAIL 1 (the host's bwd_fa3_d256_tail, non-causal): the grid's last partial wave split
-// (bwd_tail.cuh): each of the last key blocks is p.tail_parts blocks walking a share of its
-// iterations. bwd_tail.cuh's tail_fixup sums dK and dV that each consumer holds both of; here
-// consumer C holds one (0: dV, 1: dK), so each writes its own partial, laid out
-// [slot][part][consumer][register quad][128 threads] as float4s (a warp's stores and loads whole
-// 512-byte lines; 128 KB a part), and the part that bumps the key block's counter last adds the
-// others' into g. Named barrier 1 (BAR_DS, both consumers' 256 threads, balanced once their walks
-// are done) orders the fenced stores before the bump and the bump before the reads.
-template <int C>
-__device__ __forceinline__ bool d256_tail_fixup(float (&g)[KR], const AttnBwdArgs& p, int slot, int part, int tid) {
-  constexpr int Q4 = KR / 4;
-  const int parts = p.tail_parts;
-  float4* acc = reinterpret_cast<float4*>(p.tail_acc);
-  float4* mine = acc + ((i64)(slot * parts + part) * 2 + C) * Q4 * 128 + tid;
-#pragma unroll
-  for (int i = 0; i < Q4; ++i) mine[i * 128] = make_float4(g[4 * i], g[4 * i + 1], g[4 * i + 2], g[4 * i + 3]);
-  __threadfence();
-  named_barrier_sync(BAR_DS, 256);
-  bool last = false;
-  if (C == 0 && tid == 0) {
-    last = atomicAdd(p.tail_sem + slot, 1u) == (u32)(parts - 1);
-    if (last) p.tail_sem[slot] = 0u;  // every part has arrived: ready for the next launch
-  }
-  if (!named_barrier_or(BAR_DS, 256, last)) return false;
-  __threadfence();
-  for (int q = 0; q < parts; ++q) {
-    if (q == part) continue;
-    const float4* other = acc + ((i64)(slot * parts + q) * 2 + C) * Q4 * 128 + tid;
-#pragma unroll
-    for (int i = 0; i < Q4; ++i) {
-      const float4 a = __ldcg(other + i * 128);
-      g[4 * i] += a.x, g[4 * i + 1] += a.y, g[4 * i + 2] += a.z, g[4 * i + 3] += a.w;
-    }
-  }
-  return true;
 }
 
 // Consumer C's walk, written once for both: its gradient g (C 0: dV, 1: dK) zeroed, K and V
@@ -276,7 +215,8 @@ __device__ __forceinline__ bool d256_tail_fixup(float (&g)[KR], const AttnBwdArg
 //        both meet.
 // Staged (DQ_STAGED, not deterministic): the stage is released by warp 0's first thread once the
 // reduce has read the tile, after the next block's first product is issued (and after the walk);
-// D256_WRITER: by the writer, which adds the tiles (the consumers hand them over and go on).
+// D256_WRITER (deterministic, or the rotated diagnostic): by the writer, which adds the tiles (the
+// consumers hand them over and go on).
 template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th,
                                                               float4* px, const TmaMap* tdq) {
   float g[KR];
@@ -285,19 +225,16 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
   const int tid = threadIdx.x % 128;
   const u32 ring16 = d256_at16(sm.ring);
   const u32 x16 = d256_at16(C == 0 ? sm.sk : sm.sv), y_off16 = C == 0 ? 0 : Q_BYTES / 16;  // acc = X·Yᵀ, Y = Q or dO
-  // (D256_DET: the deterministic mode staged too, its reduces in det_rank's order)
-  const bool ordered = D256_DET && p.dq_sem != nullptr;
-  const bool staged = DQ_STAGED && (ordered || p.dq_sem == nullptr), adder = staged && !D256_WRITER && th.w == 0 && th.lane == 0;
+  // (D256_DET: the deterministic mode staged too, the writer's reduces in det_rank's order)
+  const bool staged = DQ_STAGED && (D256_DET || p.dq_sem == nullptr), adder = staged && !D256_WRITER && th.w == 0 && th.lane == 0;
   mbar_wait(sm.kv_full, 0);
   float acc[SR];
   for (int it = 0; it < k.iters; ++it) {
-    const int itw = TAIL_WALK ? it + k.it0 : it;  // (KILN_BWD_TAIL: a part walks its share, from it0)
-    const int h = k.hk * p.group + itw / k.per_head;
-    int mb = k.m_first + itw % k.per_head;
+    const int h = k.hk * p.group + it / k.per_head;
+    int mb = k.m_first + it % k.per_head;
     if (D256_DET && !p.causal && mb >= k.per_head) mb -= k.per_head;  // a rotated walk wraps (det_walk)
     const int m0 = mb * BM;
     sm.qring.wait_full(it);
-    if (D256_TRACE && adder) d256_stamp(p, C, it, EV_STEP);
     // the stage from the iteration, not from the wait, so that the descriptors stay uniform;
     // operand addresses in 16-byte units (every descriptor an add: bwd_wgmma.cuh's desc_at)
     const int s = sm.qring.slot(it);
@@ -310,14 +247,8 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     keys_by_queries<D, BM, BN, true>(acc, x16, sq16 + y_off16);
     wgmma_commit();
     if (adder && it > 0) {
-      // the previous block's tile read: its stage (both consumers' adders, 4 arrivals each) free;
-      // D256_DET: its adds complete and its counter bumped first (before this block's turn is
-      // waited for: a waiting adder holds no bump)
-      if (ordered && !D256_EARLY) {
-        d256_bump(p, k, C, it - 1);
-      } else {
-        tma_store_wait_read<0>();
-      }
+      // the previous block's tile read: its stage (both consumers' adders, 4 arrivals each) free
+      tma_store_wait_read<0>();
       d256_release(sm, sm.qring.slot(it - 1), 4);
     }
     wgmma_wait<0>();
@@ -382,13 +313,6 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     }
     // dV (C 0) or dK (C 1) has completed: Q and dO are read by this warpgroup, and Pᵀ's or dSᵀ's
     // registers are free before dQ's. Consumer 1 meets consumer 0 first (its dSᵀ is stored).
-    u32 seen = 0;
-    if constexpr (D256_EARLY) {
-      if (ordered && adder) {
-        if (it > 0) d256_bump(p, k, C, it - 1);  // (before any wait for a turn)
-        seen = ld_acquire(p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb);
-      }
-    }
     if (C == 1) named_barrier_sync(BAR_DS, 256);
     wgmma_wait<0>();
     int it_late = it;  // (bwd_block's opaque copy: the stage recomputed, not kept live)
@@ -397,18 +321,13 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     if (C == 0) named_barrier_sync(BAR_DS, 256);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
     // consumer 0's tile in the stage's dO half, consumer 1's in its Q half
-    d256_dq(p, k, sm, th, it, h, m0, sem, seen, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
+    d256_dq(p, k, sm, th, it, h, m0, sem, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
   }
   if (adder) {
-    if (ordered && k.iters > 0) d256_bump(p, k, C, k.iters - 1);
     tma_store_wait<0>();  // the last tile added before the block's memory goes
     if (BWD_CLUSTER > 1 && k.iters > 0) d256_release(sm, sm.qring.slot(k.iters - 1), 4);  // (the pair's producers wait for it)
   }
   fence_all(g);
-  // KILN_BWD_TAIL: a part of a split key block stores its gradient only if it is the last to
-  // finish, with the other parts' partials added
-  int slot, part;
-  if (TAIL && tail_part(p, slot, part) && !d256_tail_fixup<C>(g, p, slot, part, tid)) return;
   store_key_rows<D>(static_cast<in_t*>(C == 0 ? p.dv : p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, g, C == 0 ? 1.0f : p.scale,
                     k.n0 + th.krow, p.skv, p.kv_ss, th.t);
 }
@@ -447,13 +366,19 @@ __device__ __forceinline__ void d256_writer(const AttnBwdArgs& p, const BwdWalk&
       d256_trace_head(p, 0, it, sem, turn, 1);
       d256_stamp(p, 0, it, EV_STEP);
       d256_stamp(p, 0, it, EV_READY);
+      // (D256_HALVES: half A's turn, 2·rank - 1, then half B's, 2·rank)
+      const u32 turn_a = D256_HALVES ? (turn > 0 ? 2 * turn - 1 : 0) : turn;
       if (det) {
-        while (at < turn) at = ld_acquire(sem);
+        while (at < turn_a) at = ld_acquire(sem);
         fence_proxy_async_global();  // (the counter's acquire before the bulk adds)
       }
       d256_stamp(p, 0, it, EV_TURN);
       const u32 st = sm.ring + s * STAGE_BYTES;
       reduce_dq_tile<1>(tdq, st + Q_BYTES, p.sq, k.b, h, mb * BM, 0, 1);
+      if (D256_HALVES && det) {
+        while (at < 2 * turn) at = ld_acquire(sem);
+        fence_proxy_async_global();
+      }
       reduce_dq_tile<1>(tdq, st, p.sq, k.b, h, mb * BM, QN, 1);
       tma_store_wait_read<0>();
       d256_release(sm, s, 8);  // (the consumers' 8 warps' arrivals, as the staged adders' 4 + 4)
@@ -465,6 +390,11 @@ __device__ __forceinline__ void d256_writer(const AttnBwdArgs& p, const BwdWalk&
         int h2, mb2;
         u32 turn2;
         if (it + writers < k.iters) at = ld_acquire(slot(it + writers, h2, mb2, turn2));
+        if (D256_HALVES) {
+          tma_store_wait<1>();  // half A complete (its group the older), its bump
+          fence_proxy_async_global();
+          red_release_add(sem, 1);
+        }
         d256_stamp(p, 0, it, EV_CW0);
         tma_store_wait<0>();
         d256_stamp(p, 0, it, EV_CW1);

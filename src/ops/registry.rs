@@ -88,12 +88,11 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Staged)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Pair)),
             Box::new(attention_backward::bwd_fa3_d256_lpt::BwdFa3D256Lpt),
-            Box::new(attention_backward::bwd_fa3_d256_tail::BwdFa3D256Tail),
             Box::new(attention_backward::bwd_fa3_ordered_eager::BwdFa3OrderedEager),
             Box::new(attention_backward::bwd_fa3_ordered_w2::BwdFa3OrderedW2),
         ];
-        // the d256 ordered reduces: the first form (the deterministic default at d256), the early
-        // one, the writer warps' and the rotated walk's diagnostic
+        // the d256 ordered writers: w2 (the deterministic default at d256), its spread launch and
+        // the rotated walk's diagnostic
         attention_backward.extend(
             attention_backward::bwd_fa3_d256_ordered::BwdFa3D256Ordered::ALL
                 .map(|v| Box::new(v) as Box<dyn AttentionBackwardKernel>),

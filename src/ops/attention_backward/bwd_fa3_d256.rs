@@ -116,6 +116,48 @@ pub(super) fn spec(arch: &str, dtype: DType, v: D256, p16: bool) -> KernelSpec {
     }
 }
 
+/// The rung of `bwd_fa3_d256_tma`; the versions on its kernels sit above it (`bwd_fa3_d256_lpt`
+/// beside the pair, the ordered writers above both).
+pub(super) const RUNG_STAGED: u32 = 9;
+
+/// What every version on the staged kernel supports: `bwd_fa3_d256_tma`'s problems.
+pub(super) fn supports_staged(
+    p: &BackwardProblem,
+    dev: &DeviceInfo,
+) -> std::result::Result<(), String> {
+    BwdFa3D256(D256::Staged).supports(p, dev)
+}
+
+/// The launch of a staged d256 kernel `main` (`bwd_fa3_d256_tma`'s, or a deterministic writer
+/// form of it): its shared memory, a block per 64 keys, the dQ accumulator's map in boxes of
+/// [`DQ_BOX_COLS`] columns, one CTA a cluster; `deterministic`: the kernel runs the dQ writer's
+/// order (the argument block's order, SMs and writers, [`launch_main`]'s `det_writer`); `sched`:
+/// the blocks' order. The one launch of `bwd_fa3_d256_lpt` and the ordered writers.
+pub(super) fn launch_staged(
+    name: &str,
+    ctx: &Context,
+    p: &BackwardProblem,
+    ops: &BackwardOperands,
+    main: &KernelSpec,
+    deterministic: bool,
+    sched: Sched,
+) -> Result<()> {
+    launch_main(
+        name,
+        ctx,
+        p,
+        ops,
+        main,
+        smem_bytes(),
+        BN,
+        Some(DQ_BOX_COLS),
+        deterministic,
+        1,
+        None,
+        sched,
+    )
+}
+
 impl AttentionBackwardKernel for BwdFa3D256 {
     fn name(&self) -> &'static str {
         match self.0 {
@@ -133,9 +175,9 @@ impl AttentionBackwardKernel for BwdFa3D256 {
     }
     fn rung(&self) -> u32 {
         match self.0 {
-            D256::Atomics => 8,
-            D256::Staged => 9,
-            D256::Pair => 10,
+            D256::Atomics => RUNG_STAGED - 1,
+            D256::Staged => RUNG_STAGED,
+            D256::Pair => RUNG_STAGED + 1,
         }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {

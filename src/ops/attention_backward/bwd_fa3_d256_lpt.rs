@@ -12,8 +12,9 @@
 //! end: a list schedule of the walks onto 132 SMs (a block its steps plus 0.5-2 steps of fixed
 //! cost) ends 2.7-2.9 % past the mean; longest first in chunks of 2 heads, 0.05-0.14 % past it.
 //! Non-causal walks are all equal: the order changes nothing there (the launch is the default's).
-//! Deterministic problems run the default's ordered atomics unchanged (`lpt_heads` is 0 there;
-//! the deterministic default at d256 is `bwd_fa3_d256_ordered`, which this does not touch).
+//! Deterministic problems run the staged kernel's deterministic mode, the ordered atomics
+//! (`lpt_heads` is 0 there; the deterministic default at d256 is `bwd_fa3_d256_w2`, which this
+//! does not touch).
 //! `KILN_BWD_LPT=0` runs the grid's order here too (the knob, where set, wins).
 //!
 //! The default for causal d256 problems that are not deterministic since 2026-11-30 (ledger D40):
@@ -24,8 +25,8 @@
 //! of 4 heads; GQA ragged BHSD f16 causal). `--version bwd_fa3_d256_tma` keeps the grid's order
 //! for the A/B.
 
-use super::bwd_fa3_d256::{self, BwdFa3D256, D256, DQ_BOX_COLS};
-use super::bwd_fa3_wgmma::{launch_main, Sched};
+use super::bwd_fa3_d256::{self, D256};
+use super::bwd_fa3_wgmma::Sched;
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
@@ -46,11 +47,11 @@ impl AttentionBackwardKernel for BwdFa3D256Lpt {
         "bwd_fa3_d256_tma with the causal blocks launched longest walk first, in chunks of SMs / key blocks heads"
     }
     fn rung(&self) -> u32 {
-        // above the staged version it runs (9) and the pair (10), below the ordered reduces (11+)
-        10
+        // above the staged version it runs, beside the pair, below the ordered writers
+        bwd_fa3_d256::RUNG_STAGED + 1
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        BwdFa3D256(D256::Staged).supports(p, dev)
+        bwd_fa3_d256::supports_staged(p, dev)
     }
     fn variants(&self, _arch: &str) -> Vec<KernelSpec> {
         // `bwd_fa3_d256_tma`'s kernels, counted there: the order is a run-time argument
@@ -63,26 +64,14 @@ impl AttentionBackwardKernel for BwdFa3D256Lpt {
             D256::Staged,
             ctx.overrides.attention.bwd_d256_p16,
         );
-        launch_main(
-            self.name(),
-            ctx,
-            p,
-            ops,
-            &main,
-            bwd_fa3_d256::smem_bytes(),
-            bwd_fa3_d256::BN,
-            Some(DQ_BOX_COLS),
-            false,
-            1,
-            None,
-            Sched {
-                lpt: lpt_asked(ctx.overrides.attention.bwd_lpt),
-                ..Sched::of(ctx)
-            },
-        )
+        let sched = Sched {
+            lpt: lpt_asked(ctx.overrides.attention.bwd_lpt),
+            ..Sched::of(ctx)
+        };
+        bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, false, sched)
     }
     /// The default where it measured faster (ledger D40): causal, not deterministic (the
-    /// deterministic default at d256 is `bwd_fa3_d256_ordered`, with its own order). Non-causal
+    /// deterministic default at d256 is `bwd_fa3_d256_w2`, with its own order). Non-causal
     /// problems launch the same as `bwd_fa3_d256_tma`, which stays their default by name.
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
         p.attn.causal && !p.deterministic

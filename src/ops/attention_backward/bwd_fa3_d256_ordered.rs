@@ -1,113 +1,107 @@
-//! `bwd_fa3_d256_ordered`: the deterministic mode at d256 with `bwd_fa3_d256_tma`'s staged dQ
-//! added by TMA reduce in a fixed order (`bwd_fa3_d256.cu` with the define `KILN_D256_DET`). The
-//! other d256 versions' deterministic mode adds dQ by ordered per-thread atomics with every key
-//! block walking the query blocks in the same order, so that at each query block block n waits for
-//! block n - 1's adds, fence and bump: 0.30-0.55x the non-deterministic run (H200, 2026-11-30,
-//! interleaved), against the 0.85x that issue 47 asks. Here each consumer's adder waits for the
-//! block's turn on the (head, query block) counter and adds its staged 64 x 128 tile by one TMA
-//! reduce, in the d64/d128 dQ writer's order (`DetOrder`, `det_rank`) and on its walks
-//! (non-causal rotated within each wave, causal key blocks launched in reverse), so that a block's
-//! turn has mostly come when it gets there. The order of adds is fixed, so runs are bitwise
-//! equal; the sums are the non-deterministic staged version's in another order (its error
-//! bounds). Problems that are not deterministic run `bwd_fa3_d256_tma`. The deterministic default
-//! at d256 from 2026-11-30 (ledger D14, D15: 0.60-0.70x the non-deterministic run in two rounds,
-//! where the ordered atomics it replaced ran 0.30-0.54x) until `bwd_fa3_d256_w2` replaced it.
-//!   `bwd_fa3_d256_ordered_early` (`KILN_D256_DET=2`): the same, each adder waiting for its
-//!   previous reduce's completion, bumping and reading its next counter before the consumers meet
-//!   rather than at the block's first product and at the add. Refuted in round 2 (H200,
-//!   2026-11-30: 0.92-0.98x the first form, ledger D15); kept for the record.
-//!   `bwd_fa3_d256_writer` (`KILN_D256_DET=3`, one writer warp) and `bwd_fa3_d256_w2` (two, taking
-//!   the query blocks in turn): the same order and walks, the adds by writer warps of the producer
-//!   warpgroup (warps 1 and 2, idle at d256 until now): the consumers hand both staged tiles over
-//!   and go on; the writer waits for the block's turn, issues both reduces, releases the stage once
-//!   they have read it, waits for their completion and bumps the counter once. Neither the turn
-//!   nor the completion is then in a consumer's path (ledger D31). `bwd_fa3_d256_w2` is the
-//!   deterministic default at d256 (D31, D33: 0.84-0.95x the non-deterministic run in two rounds
-//!   on an H200, 1.32-1.46x `bwd_fa3_d256_ordered`).
-//!   The chains of adds (`bwd_fa3_d256_chains`, `_chains4`: the fixed order split over 2 or 4 fp32
-//!   accumulators) lost two rounds (0.68-0.92x one chain, ledger D22-D24: the live dQ grew past
-//!   the L2) and were deleted on 2026-11-30 (ledger D30).
-//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of a form compiled with
-//! `KILN_D256_TRACE`, whose adders stamp their turns, issues, completions and bumps (the record's
+//! `bwd_fa3_d256_w2` and the versions on its kernel: the deterministic mode at d256 with
+//! `bwd_fa3_d256_tma`'s staged dQ added by TMA reduce in a fixed order (`bwd_fa3_d256.cu` with the
+//! define `KILN_D256_DET` 3). The other d256 versions' deterministic mode adds dQ by ordered
+//! per-thread atomics with every key block walking the query blocks in the same order, so that at
+//! each query block block n waits for block n - 1's adds, fence and bump: 0.30-0.55x the
+//! non-deterministic run (H200, 2026-11-30), against the 0.85x that issue 47 asks. Here two writer
+//! warps of the producer warpgroup (warps 1 and 2, idle at d256 otherwise, taking the query blocks
+//! in turn) add both consumers' staged tiles of a block: the consumers hand them over and go on;
+//! the writer waits for the block's turn on the (head, query block) counter, issues both reduces,
+//! releases the stage once they have read it, waits for their completion and bumps the counter
+//! once. The order is the d64/d128 dQ writer's (`DetOrder`, `det_rank`) on its walks (non-causal
+//! rotated within each wave, causal key blocks launched in reverse), so runs are bitwise equal;
+//! the sums are the staged version's in another order (its error bounds). Problems that are not
+//! deterministic run `bwd_fa3_d256_tma`.
+//!   `bwd_fa3_d256_w2`: the deterministic default at d256 (ledger D31, D33: 0.84-0.95x the
+//!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds).
+//!   `bwd_fa3_d256_w2_spread` (ledger D51): the same kernel with the non-causal blocks launched in
+//!   chunks of heads ([`spread_heads`]), so that a wave holds at most half of a head's query
+//!   blocks' worth of its key blocks and the rotated walks start two or more query blocks apart:
+//!   consecutive adders of a query block are then two steps apart, where at B1 H16 S16384 (a wave
+//!   of 132 of one head's 256 key blocks) they were one, and 48 % of w2's adds waited for the bump
+//!   before them (ledger D32). Causal problems launch as w2.
+//!   `bwd_fa3_d256_w2_halves` (ledger D52; `KILN_D256_DET` 4, compiled when asked for, outside the
+//!   variant budget): w2 with each block's two 64 x 128 halves ordered apart (two bumps a block,
+//!   half A's turn once the previous adder's half A has completed), so that while a writer waits
+//!   for the turn the half whose turn has come is read, and the ring stage, which a writer holds
+//!   until both halves are read, goes back earlier (D32: a stage held past about 2.4 us stalls the
+//!   producer; w2 holds it for the turn's wait plus 1.66 us).
+//!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
+//!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
+//!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
+//!   any form on that walk). Until 2026-11-30 it ran the first ordered form's kernel.
+//! Deleted on 2026-11-30 (ledger D50): the first ordered form `bwd_fa3_d256_ordered` (each
+//! consumer's adder waiting for the turn; the default before w2), its early-bump form
+//! `bwd_fa3_d256_ordered_early` (refuted, D15) and the one-writer `bwd_fa3_d256_writer` (0.77-0.88x,
+//! below w2 in two rounds): no A/B needs them now that w2 is the default, and w2's kernel holds
+//! their code no more. The chains of adds (`bwd_fa3_d256_chains`, `_chains4`) went before (D30).
+//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of the kernel compiled with
+//! `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the record's
 //! layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
 
-use super::bwd_fa3_d256::{self, BwdFa3D256, D256, DQ_BOX_COLS};
-use super::bwd_fa3_wgmma::{launch_main, Sched};
-use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
+use super::bwd_fa3_d256::{self, D256};
+use super::bwd_fa3_wgmma::Sched;
+use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem, DetOrder};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::attention::DTYPES;
 use crate::ops::gemm::DType;
 
-/// Who adds the ordered tiles, and when: the kernel's `KILN_D256_DET`.
+/// A version on the two-writer kernel: how its blocks are launched and walked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DetForm {
-    /// Each consumer's adder, bumping at the next block's first product (1).
-    Ordered,
-    /// The same, bumping before the consumers meet (2).
-    Early,
-    /// Writer warps of the producer warpgroup, 1 or 2 (3; the argument block's `det_writers`).
-    Writers(u32),
+pub enum D256Det {
+    /// `bwd_fa3_d256_w2`: the grid's order, the waves' rotated walks (non-causal).
+    W2,
+    /// `bwd_fa3_d256_w2_spread`: non-causal blocks launched in chunks of [`spread_heads`] heads.
+    Spread,
+    /// `bwd_fa3_d256_w2_halves`: each block's halves ordered apart (`KILN_D256_DET` 4).
+    Halves,
+    /// `bwd_fa3_d256_rotated`: the diagnostic, w2's walks without the order on problems that are
+    /// not deterministic.
+    Rotated,
 }
 
-impl DetForm {
-    fn define(self) -> u32 {
-        match self {
-            DetForm::Ordered => 1,
-            DetForm::Early => 2,
-            DetForm::Writers(_) => 3,
-        }
+/// One of the versions on the d256 two-writer kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BwdFa3D256Ordered(pub D256Det);
+
+/// The writer warps every version asks for (the argument block's `det_writers`).
+const WRITERS: u32 = 2;
+
+/// The chunk of (key/value head, batch) pairs `bwd_fa3_d256_w2_spread` launches together (the
+/// argument block's `lpt_heads` under the rotated order, `det_group`) for `p` with `key_blocks`
+/// blocks a pair on `sms` SMs: the fewest pairs a chunk such that a wave of `sms` blocks holds at
+/// most half of the query blocks' worth of one pair's key blocks, so that the rotated walks of a
+/// wave's group start `gs` >= 2 query blocks apart (`gs` = query blocks / the group's blocks); 0
+/// (the grid's order) where the grid's order already does, for causal problems (the descending
+/// order, whose `lpt_heads` means another launch) and where a query block is all the walk is.
+pub fn spread_heads(p: &BackwardProblem, key_blocks: u32, sms: u32) -> u32 {
+    let a = &p.attn;
+    let half = (a.seqlen_q as u32).div_ceil(64) / 2;
+    let pairs = (a.heads_kv * a.batch) as u32;
+    if DetOrder::of(p) != DetOrder::Rotated || half == 0 || key_blocks.min(sms) <= half {
+        return 0;
+    }
+    let c = sms.div_ceil(half).min(pairs);
+    if c <= 1 {
+        0
+    } else {
+        c
     }
 }
 
-/// A d256 ordered-reduce version: `form`, who adds and when; `rotated`, its problems that are not
-/// deterministic run on the ordered kernel's rotated walks (non-causal) with no order of adds,
-/// where the others run `bwd_fa3_d256_tma`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BwdFa3D256Ordered {
-    pub form: DetForm,
-    pub rotated: bool,
-}
-
 impl BwdFa3D256Ordered {
-    /// `bwd_fa3_d256_ordered`: the first ordered form (the d256 deterministic default before w2).
-    pub const ORDERED: Self = BwdFa3D256Ordered {
-        form: DetForm::Ordered,
-        rotated: false,
-    };
-    /// `bwd_fa3_d256_ordered_early`.
-    pub const EARLY: Self = BwdFa3D256Ordered {
-        form: DetForm::Early,
-        rotated: false,
-    };
-    /// `bwd_fa3_d256_writer`: one writer warp.
-    pub const WRITER: Self = BwdFa3D256Ordered {
-        form: DetForm::Writers(1),
-        rotated: false,
-    };
-    /// `bwd_fa3_d256_w2`: two writer warps taking the query blocks in turn; the deterministic
-    /// default at d256.
-    pub const W2: Self = BwdFa3D256Ordered {
-        form: DetForm::Writers(2),
-        rotated: false,
-    };
-    /// `bwd_fa3_d256_rotated`: a diagnostic, `bwd_fa3_d256_ordered` whose problems that are not
-    /// deterministic run on its rotated walks (non-causal) without the order: what the walk alone
-    /// costs beside `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile
-    /// (the writers' ceiling: the same walk with no wait for the order).
-    pub const ROTATED: Self = BwdFa3D256Ordered {
-        form: DetForm::Ordered,
-        rotated: true,
-    };
+    /// `bwd_fa3_d256_w2`: the deterministic default at d256.
+    pub const W2: Self = BwdFa3D256Ordered(D256Det::W2);
+    /// `bwd_fa3_d256_w2_spread`.
+    pub const SPREAD: Self = BwdFa3D256Ordered(D256Det::Spread);
+    /// `bwd_fa3_d256_w2_halves`.
+    pub const HALVES: Self = BwdFa3D256Ordered(D256Det::Halves);
+    /// `bwd_fa3_d256_rotated`.
+    pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 5] = [
-        Self::ORDERED,
-        Self::EARLY,
-        Self::WRITER,
-        Self::W2,
-        Self::ROTATED,
-    ];
+    pub const ALL: [Self; 4] = [Self::W2, Self::SPREAD, Self::HALVES, Self::ROTATED];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -124,10 +118,10 @@ impl BwdFa3D256Ordered {
         p: &BackwardProblem,
         ops: &BackwardOperands,
     ) -> Result<Vec<u32>> {
-        if !p.deterministic || self.rotated {
+        if !p.deterministic || matches!(self.0, D256Det::Rotated | D256Det::Halves) {
             return Err(Error::Unsupported {
                 kernel: self.name().into(),
-                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic (and name an ordered form, not the rotated diagnostic)".into(),
+                reason: "the trace stamps the deterministic mode's ordered adds of one turn a block; add --deterministic and name bwd_fa3_d256_w2 or bwd_fa3_d256_w2_spread".into(),
             });
         }
         let a = &p.attn;
@@ -151,46 +145,35 @@ impl BwdFa3D256Ordered {
         let main = spec(
             &ctx.arch(),
             p.attn.dtype,
-            self.form,
+            self.0 == D256Det::Halves,
             ctx.overrides.attention.bwd_d256_p16,
             trace,
         );
-        // det_writer: the argument block's order of adds and SMs (`det_args`), and the writer
-        // warps of the writer forms (the others ignore the count)
-        let det_writers = match self.form {
-            DetForm::Writers(n) => Some(n),
-            _ => None,
+        let key_blocks = (p.attn.seqlen_kv as u32).div_ceil(bwd_fa3_d256::BN);
+        let det_chunks = match self.0 {
+            D256Det::Spread if p.deterministic => spread_heads(p, key_blocks, ctx.info.sm_count),
+            _ => 0,
         };
-        launch_main(
-            self.name(),
-            ctx,
-            p,
-            ops,
-            &main,
-            bwd_fa3_d256::smem_bytes(),
-            bwd_fa3_d256::BN,
-            Some(DQ_BOX_COLS),
-            true,
-            1,
-            None,
-            Sched {
-                det_writers,
-                det_trace,
-                rotate: self.rotated,
-                ..Sched::of(ctx)
-            },
-        )
+        let sched = Sched {
+            det_writers: Some(WRITERS),
+            det_trace,
+            det_chunks,
+            rotate: self.0 == D256Det::Rotated,
+            ..Sched::of(ctx)
+        };
+        bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, true, sched)
     }
 }
 
 /// The u32 words of one trace record (`bwd_fa3_d256.cu`'s `TRACE_WORDS`).
 pub const TRACE_WORDS: usize = 16;
 
-/// The kernel for `dtype`: the staged version's with the define `KILN_D256_DET` of `form` (`p16`:
-/// `KILN_BWD_D256_P16`; `trace`: `KILN_D256_TRACE`, the diagnostic's stamps).
-pub fn spec(arch: &str, dtype: DType, form: DetForm, p16: bool, trace: bool) -> KernelSpec {
-    let s =
-        bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", form.define());
+/// The two-writer kernel for `dtype`: the staged version's with the define `KILN_D256_DET` 3, or 4
+/// with `halves` (`bwd_fa3_d256_w2_halves`) (`p16`: `KILN_BWD_D256_P16`; `trace`:
+/// `KILN_D256_TRACE`, the diagnostic's stamps).
+pub fn spec(arch: &str, dtype: DType, halves: bool, p16: bool, trace: bool) -> KernelSpec {
+    let det = if halves { 4 } else { 3 };
+    let s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", det);
     if trace {
         s.define("KILN_D256_TRACE", 1)
     } else {
@@ -200,50 +183,50 @@ pub fn spec(arch: &str, dtype: DType, form: DetForm, p16: bool, trace: bool) -> 
 
 impl AttentionBackwardKernel for BwdFa3D256Ordered {
     fn name(&self) -> &'static str {
-        match self.form {
-            _ if self.rotated => "bwd_fa3_d256_rotated",
-            DetForm::Ordered => "bwd_fa3_d256_ordered",
-            DetForm::Early => "bwd_fa3_d256_ordered_early",
-            DetForm::Writers(1) => "bwd_fa3_d256_writer",
-            DetForm::Writers(_) => "bwd_fa3_d256_w2",
+        match self.0 {
+            D256Det::W2 => "bwd_fa3_d256_w2",
+            D256Det::Spread => "bwd_fa3_d256_w2_spread",
+            D256Det::Halves => "bwd_fa3_d256_w2_halves",
+            D256Det::Rotated => "bwd_fa3_d256_rotated",
         }
     }
     fn summary(&self) -> &'static str {
-        match self.form {
-            _ if self.rotated => "bwd_fa3_d256_ordered whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
-            DetForm::Ordered => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by TMA reduce in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
-            DetForm::Early => "bwd_fa3_d256_ordered with each adder's completion wait, bump and next counter read before the consumers meet",
-            DetForm::Writers(1) => "bwd_fa3_d256_ordered with the adds by a writer warp of the producer warpgroup: the consumers wait for no turn and no completion",
-            DetForm::Writers(_) => "bwd_fa3_d256_writer with two writer warps taking the query blocks in turn",
+        match self.0 {
+            D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
+            D256Det::Spread => "bwd_fa3_d256_w2 with the non-causal blocks launched in chunks of heads, so that a query block's adders are two steps apart or more",
+            D256Det::Halves => "bwd_fa3_d256_w2 with each block's two dQ halves ordered apart (two turns a block), so that the half whose turn has come is read while the writer waits for the other's",
+            D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
         }
     }
     fn rung(&self) -> u32 {
-        11 + match self.form {
-            _ if self.rotated => 4,
-            DetForm::Ordered => 0,
-            DetForm::Early => 1,
-            DetForm::Writers(n) => 1 + n,
-        }
+        bwd_fa3_d256::RUNG_STAGED
+            + 2
+            + match self.0 {
+                D256Det::W2 => 0,
+                D256Det::Spread => 1,
+                D256Det::Halves => 2,
+                D256Det::Rotated => 3,
+            }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        BwdFa3D256(D256::Staged).supports(p, dev)
+        bwd_fa3_d256::supports_staged(p, dev)
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        // the deterministic default's kernels (its preprocess and postprocess are the other d256
-        // versions'); the other forms' compile when asked for, outside the variant budget (the
-        // test below compiles them)
-        if *self == Self::W2 {
+        // w2's kernels (its preprocess and postprocess are the other d256 versions'); the spread
+        // and the diagnostic launch the same kernels, the halves' compile when asked for,
+        // outside the variant budget (the test below compiles them)
+        if self.0 == D256Det::W2 {
             DTYPES
                 .iter()
-                .map(|&dt| spec(arch, dt, self.form, false, false))
+                .map(|&dt| spec(arch, dt, false, false, false))
                 .collect()
         } else {
             Vec::new()
         }
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        if !p.deterministic && !self.rotated {
-            return BwdFa3D256(D256::Staged).launch(ctx, p, ops);
+        if !p.deterministic && self.0 != D256Det::Rotated {
+            return bwd_fa3_d256::BwdFa3D256(D256::Staged).launch(ctx, p, ops);
         }
         self.launch_with(ctx, p, ops, false, 0)
     }
@@ -251,12 +234,14 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         false
     }
     /// The deterministic mode's default at d256: `bwd_fa3_d256_w2` (H200, 2026-11-30, ledger D31,
-    /// D33: verified over two and three waves, GQA causal f16 and Sq 65 Skv 200, runs bitwise
+    /// D33, D34: verified over two and three waves, GQA causal f16 and Sq 65 Skv 200, runs bitwise
     /// equal, memcheck clean; in one process with the non-deterministic run, 0.84-0.95x it at B4
-    /// H16 S4096 and B1 H16 S16384, causal or not, in two rounds, where `bwd_fa3_d256_ordered` ran
-    /// 0.59-0.70x). Not the non-deterministic mode's (it runs `bwd_fa3_d256_tma` there anyway).
+    /// H16 S4096 and B1 H16 S16384, causal or not, in two rounds, where the consumers' own ordered
+    /// adds ran 0.59-0.70x). Not the non-deterministic mode's (it runs `bwd_fa3_d256_tma` there
+    /// anyway). `bwd_fa3_d256_w2_spread` and `_halves` not until one has won two rounds (ledger
+    /// D51, D52).
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
-        *self == Self::W2 && p.deterministic
+        self.0 == D256Det::W2 && p.deterministic
     }
 }
 
@@ -275,16 +260,15 @@ mod tests {
         assert_eq!(
             names,
             [
-                "bwd_fa3_d256_ordered",
-                "bwd_fa3_d256_ordered_early",
-                "bwd_fa3_d256_writer",
                 "bwd_fa3_d256_w2",
+                "bwd_fa3_d256_w2_spread",
+                "bwd_fa3_d256_w2_halves",
                 "bwd_fa3_d256_rotated"
             ]
         );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 5);
+        assert_eq!(rungs.len(), 4);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -296,18 +280,31 @@ mod tests {
                 .select_attention_backward(&p(256, true), &h100, Some(v.name()))
                 .unwrap();
             assert_eq!(k.name(), v.name());
-            let label = spec("sm_90a", DTYPES[0], v.form, false, false).label();
-            let det = format!("KILN_D256_DET={}", v.form.define());
-            assert!(
-                label.contains(&det)
-                    && label.contains("KILN_D256_DQ=1")
-                    && !label.contains("KILN_D256_TRACE"),
-                "{label}"
-            );
             assert_eq!(v.by_default_for(&p(256, true)), v == BwdFa3D256Ordered::W2);
             assert!(!v.by_default_for(&p(256, false)));
         }
-        assert_eq!(BwdFa3D256Ordered::by_name("bwd_fa3_d256_chains"), None);
+        let label = spec("sm_90a", DTYPES[0], false, false, false).label();
+        assert!(
+            label.contains("KILN_D256_DET=3")
+                && label.contains("KILN_D256_DQ=1")
+                && !label.contains("KILN_D256_TRACE"),
+            "{label}"
+        );
+        let halves = spec("sm_90a", DTYPES[0], true, false, false).label();
+        assert!(halves.contains("KILN_D256_DET=4"), "{halves}");
+        // deleted (ledger D30, D50)
+        for gone in [
+            "bwd_fa3_d256_chains",
+            "bwd_fa3_d256_ordered",
+            "bwd_fa3_d256_ordered_early",
+            "bwd_fa3_d256_writer",
+            "bwd_fa3_d256_tail",
+        ] {
+            assert_eq!(BwdFa3D256Ordered::by_name(gone), None);
+            assert!(r
+                .select_attention_backward(&p(256, true), &h100, Some(gone))
+                .is_err());
+        }
         // the deterministic default at d256; the non-deterministic one stays the staged version,
         // and d64/d128 keep the two writers
         let pick = |d, det| {
@@ -321,22 +318,40 @@ mod tests {
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (bf16, f16; each form; with and without `KILN_BWD_D256_P16`; the writer and
-    /// the first form traced) compile for sm_90a with no local memory, no wgmma serialisation and
-    /// the register split honoured.
+    #[test]
+    fn the_spread_takes_chunks_of_heads_where_a_wave_would_hold_half_a_heads_walk() {
+        let det = |b, h, s, causal| {
+            let mut a = AttentionProblem::new(b, h, s, 256);
+            a.causal = causal;
+            BackwardProblem::new(a, true)
+        };
+        // B1 H16 S16384: 256 key blocks a head, 256 query blocks; a wave of 132 on one head has
+        // gs 1, two heads a chunk put 66 of each in a wave (gs 3)
+        assert_eq!(spread_heads(&det(1, 16, 16384, false), 256, 132), 2);
+        // B4 H16 S4096: 64 and 64; 5 heads a chunk, 27 of each a wave (gs 2)
+        assert_eq!(spread_heads(&det(4, 16, 4096, false), 64, 132), 5);
+        // causal: the descending order, untouched; a short walk (one query block): nothing to
+        // spread; a grid whose waves already hold at most half a walk: the grid's order
+        assert_eq!(spread_heads(&det(1, 16, 16384, true), 256, 132), 0);
+        assert_eq!(spread_heads(&det(1, 16, 64, false), 1, 132), 0);
+        let mut short = det(1, 16, 1024, false);
+        short.attn.seqlen_kv = 512;
+        assert_eq!(spread_heads(&short, 8, 132), 0);
+        // never more chunks than pairs (B1 H1: the grid's order)
+        assert_eq!(spread_heads(&det(1, 1, 16384, false), 256, 132), 0);
+    }
+
+    /// Their kernels (the halves' bf16 and f16; `KILN_BWD_D256_P16`'s; traced) compile for sm_90a
+    /// with no local memory, no wgmma serialisation and the register split honoured (w2's own in
+    /// tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
         let mut specs = Vec::new();
         for dt in DTYPES {
-            for form in [DetForm::Ordered, DetForm::Early, DetForm::Writers(1)] {
-                for p16 in [false, true] {
-                    specs.push(spec("sm_90a", dt, form, p16, false));
-                }
-            }
+            specs.push(spec("sm_90a", dt, true, false, false));
         }
-        for form in [DetForm::Ordered, DetForm::Writers(1)] {
-            specs.push(spec("sm_90a", DTYPES[0], form, false, true));
-        }
+        specs.push(spec("sm_90a", DTYPES[0], false, true, false));
+        specs.push(spec("sm_90a", DTYPES[0], false, false, true));
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

@@ -6,7 +6,6 @@ pub mod bwd_fa3_bulk_dq;
 pub mod bwd_fa3_d256;
 pub mod bwd_fa3_d256_lpt;
 pub mod bwd_fa3_d256_ordered;
-pub mod bwd_fa3_d256_tail;
 pub mod bwd_fa3_dq_late;
 pub mod bwd_fa3_lookahead;
 pub mod bwd_fa3_m128;

@@ -125,14 +125,12 @@ pub fn rotated_group(
     pair: usize,
 ) -> (usize, usize) {
     // key block n of the pair launched at base + n · step
-    let (base, step) = if chunks > 0 {
-        let q = pair / chunks;
-        (
+    let (base, step) = match pair.checked_div(chunks) {
+        Some(q) => (
             q * chunks * nx + pair - q * chunks,
             chunks.min(pairs - q * chunks),
-        )
-    } else {
-        (nx * pair, 1)
+        ),
+        None => (nx * pair, 1),
     };
     let w0 = (base + nb * step) / sms * sms;
     let g0 = if w0 > base {

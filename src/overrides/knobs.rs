@@ -462,19 +462,20 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_ORDER",
         takes: || {
-            "`experts` (the 4-bit experts' wide tiles handed out expert by expert) or \
+            "`experts` (the 4-bit experts' wide tiles handed out expert by expert), \
              `whole-first` (every whole m-tile first, the experts' short last ones after them; \
-             launches of at most 64 experts)"
+             launches of at most 64 experts) or `auto` (whole-first where the host's counts \
+             simulate it well ahead: at most 16 experts with rows)"
                 .into()
         },
         default: "experts",
         set: |o, v| {
             put(
-                &mut o.moe.fp4_whole_first,
-                or(v, false, |v| either(v, "experts", "whole-first")),
+                &mut o.moe.fp4_order,
+                or(v, Fp4Order::Experts, Fp4Order::parse),
             )
         },
-        show: |o| o.moe.fp4_whole_first.then(|| "whole-first".into()),
+        show: |o| (o.moe.fp4_order != Fp4Order::Experts).then(|| o.moe.fp4_order.name().into()),
     },
     Knob {
         name: "KILN_FP4_PAIR",
@@ -574,7 +575,8 @@ pub(super) static KNOBS: &[Knob] = &[
         name: "KILN_FP4_TILE",
         takes: || {
             "`count` (the 4-bit experts' tile of least estimated time from the rows' tile \
-             counts, split in K where it runs few tiles), `rows` (the narrowest tile that holds \
+             counts, split in K where it runs few tiles), `count-pair` (the same on the wide \
+             tiles' stage paces re-timed under the EPI/XTILE pair), `rows` (the narrowest tile that holds \
              the most rows an expert has), or one tile whatever the rows: `8`, `16`, `64` or \
              `wide` (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations)"
                 .into()

@@ -36,7 +36,7 @@ use crate::ops::gemm::wgmma_tma_ws::{
     InPlace, Swap, TileConfig as WgmmaTile, FORCED_CONFIGS, MAX_SPLITS, WIDTHS_BY_DEFAULT,
 };
 use crate::ops::moe::fp4::kernel::Fp4Path;
-use crate::ops::moe::fp4::Fp4TileRule;
+use crate::ops::moe::fp4::{Fp4Order, Fp4TileRule};
 use crate::ops::moe::grouped_gemm::GroupedGemm;
 use crate::ops::moe::grouped_swapab::SwapConfig;
 use crate::ops::moe::schedule::TileConfig as MoeTile;

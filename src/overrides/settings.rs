@@ -9,7 +9,7 @@ use crate::ops::fp8::Fp8Pdl;
 use crate::ops::gemm::small_k::SmallK;
 use crate::ops::gemm::wgmma_tma_ws::{InPlace, Swap, TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
 use crate::ops::moe::fp4::kernel::Fp4Path;
-use crate::ops::moe::fp4::Fp4TileRule;
+use crate::ops::moe::fp4::{Fp4Order, Fp4TileRule};
 use crate::ops::moe::grouped_swapab::SwapConfig;
 use crate::ops::moe::schedule::TileConfig as MoeTile;
 use crate::ops::moe::swiglu_dual::MAX_TAIL_SPLITS;
@@ -333,13 +333,14 @@ pub struct MoeOverrides {
     /// row 1.04 -> 2.15-2.20x, the decode pattern 1.02 -> 1.30-1.36x, 300 rows 0.65 ->
     /// 0.94-0.97x); `rows` is the narrowest tile that holds the most rows an expert has.
     pub fp4_tile: Fp4TileRule,
-    /// `KILN_FP4_ORDER` (`experts` or `whole-first`): the order in which the 4-bit experts'
-    /// register path hands out its tiles of 64 to 256 tokens on launches of at most
+    /// `KILN_FP4_ORDER` (`experts`, `whole-first` or `auto`): the order in which the 4-bit
+    /// experts' register path hands out its tiles of 64 to 256 tokens on launches of at most
     /// [`crate::ops::moe::fp4::kernel::ORDER_EXPERTS`] experts: each expert's m-tiles in a row
     /// (the tables' order), or every whole m-tile first and the experts' short last ones after
-    /// them, so that the long tiles start in the first wave (docs/moe.md, ledger F101). Default
-    /// `experts` until the device shows `whole-first` faster in two rounds.
-    pub fp4_whole_first: bool,
+    /// them, so that the long tiles start in the first wave (docs/moe.md, ledger F101), or that
+    /// only where the host's counts say it pays ([`Fp4Order`], ledger F141). Default `experts`
+    /// until the device shows `auto` faster in two rounds.
+    pub fp4_order: Fp4Order,
     /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
     /// atom this many stages before it fills its stage (a tile's first ones at its start):
     /// bytes in flight from DRAM that hold no shared memory (docs/moe.md, ledger F33). Default
@@ -452,7 +453,7 @@ impl MoeOverrides {
         fp4_fill: false,
         fp4_narrow: true,
         fp4_tile: Fp4TileRule::Count,
-        fp4_whole_first: false,
+        fp4_order: Fp4Order::Experts,
         fp4_prefetch: 0,
         fp4_load_tma: false,
         fp4_stagger: false,

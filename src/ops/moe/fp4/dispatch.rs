@@ -24,6 +24,9 @@ pub enum Fp4TileRule {
     /// balanced split), a wide tile where the launch has at most half as many tiles as CTAs
     /// ([`few_wide`]).
     Count,
+    /// `Count` with the stage paces re-timed under the wide tiles' EPI/XTILE pair
+    /// ([`Paces::Pair`], ledger F140): off by default until it wins two rounds.
+    CountPair,
     /// That many tokens a tile, whatever the rows: 8 (paired as the dispatch pairs it), 16, 64,
     /// or 0 for the wide tile (128 tokens for the SwiGLU, 256 for the GEMM; bf16 only).
     Tokens(u32),
@@ -34,6 +37,7 @@ impl Fp4TileRule {
         match s {
             "rows" => Some(Fp4TileRule::Rows),
             "count" => Some(Fp4TileRule::Count),
+            "count-pair" => Some(Fp4TileRule::CountPair),
             "8" => Some(Fp4TileRule::Tokens(8)),
             "16" => Some(Fp4TileRule::Tokens(16)),
             "64" => Some(Fp4TileRule::Tokens(64)),
@@ -46,6 +50,7 @@ impl Fp4TileRule {
         match self {
             Fp4TileRule::Rows => "rows".into(),
             Fp4TileRule::Count => "count".into(),
+            Fp4TileRule::CountPair => "count-pair".into(),
             Fp4TileRule::Tokens(0) => "wide".into(),
             Fp4TileRule::Tokens(t) => t.to_string(),
         }
@@ -53,7 +58,16 @@ impl Fp4TileRule {
 
     /// Whether this rule launches on every CTA the SMs hold (where its tile can split).
     pub fn fills(self) -> bool {
-        self == Fp4TileRule::Count
+        self.paces().is_some()
+    }
+
+    /// The stage paces a rule by count estimates with; none for the others.
+    pub fn paces(self) -> Option<Paces> {
+        match self {
+            Fp4TileRule::Count => Some(Paces::Morning),
+            Fp4TileRule::CountPair => Some(Paces::Pair),
+            _ => None,
+        }
     }
 }
 
@@ -76,19 +90,31 @@ pub fn tile_of(p: &MoeProblem, tt: u32, ctas: u32, gemm_too: bool) -> Fp4Tile {
 /// everywhere before. `base` as it is for the masked layout (no host counts), f16 activations
 /// (no wide tile: the rows rule's tile is already the decode tile or narrower) and the
 /// shared-memory path.
-pub fn by_count(p: &MoeProblem, base: Fp4Tile, sms: u32, ctas: u32, gemm_too: bool) -> Fp4Tile {
+pub fn by_count(
+    p: &MoeProblem,
+    base: Fp4Tile,
+    sms: u32,
+    (ctas, gemm_too): (u32, bool),
+    paces: Paces,
+) -> Fp4Tile {
     if p.is_masked() || p.input != DType::Bf16 || base.path != Fp4Path::Rs {
         return base;
     }
     let split = base.narrow_rs() || few_wide(p, base, base.ctas * sms);
-    let limit = SWITCH * estimate_us(p, base, sms, split);
+    let limit = SWITCH * estimate_us(p, base, sms, split, paces);
     let mut best = (base, f64::INFINITY);
     for tt in [64, 16, 8] {
         if tt >= base.tt {
             continue;
         }
         let c = tile_of(p, tt, ctas, gemm_too);
-        let t = estimate_us(p, c, sms, c.narrow_rs() || few_wide(p, c, c.ctas * sms));
+        let t = estimate_us(
+            p,
+            c,
+            sms,
+            c.narrow_rs() || few_wide(p, c, c.ctas * sms),
+            paces,
+        );
         if t <= limit && t < best.1 {
             best = (c, t);
         }
@@ -119,22 +145,65 @@ pub fn width(rows: usize) -> usize {
     }
 }
 
-/// Microseconds a CTA of `tile` spends on one 64-deep stage at wgmma width `w` (H200,
-/// 2026-11-30, launches of one round, so no wait for a slot). The SwiGLU: 1.02 us at width 128
-/// (the 128-token tile, one expert of 300 rows: 48 tiles, 114 us for 112 stages), 0.85 at 80
-/// (77 rows), 0.77 at 64 (the 64-token tile, 5 experts of 60 rows, 80 tiles, 86 us): a fixed
-/// ~0.5 (the decode and the register operand's wait) and the tensor work. The GEMM (its stage
-/// one weight atom a consumer): its 256-token tile 1.7 us at width 256 (300 rows at K 2048,
-/// 112 tiles, 63 us), ~0.7 at 80. The paired 8-token tile ran one row in 49.6 us alone (0.44);
-/// two CTAs an SM share the SM, so 0.1 more when both run. Results: decode4-early12-f559116
-/// and decode4-early13-33dca92.
-pub fn stage_us(tile: Fp4Tile, w: usize, swiglu: bool) -> f64 {
-    let (fixed, per_col) = if swiglu { (0.5, 0.004) } else { (0.3, 0.0056) };
-    let alone = fixed + per_col * w as f64;
-    if tile.ctas > 1 {
-        alone + 0.1
-    } else {
-        alone
+/// The stage paces [`estimate_us`] weighs tiles with: microseconds a CTA of a tile spends on
+/// one 64-deep stage at wgmma width `w` ([`Paces::stage_us`]), and what cutting a wide tile in
+/// K costs ([`Paces::wide_split_us`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paces {
+    /// Timed in the morning of 2026-11-30 (H200, before the wide tiles' EPI/XTILE pair, F110):
+    /// one line for every tile of an op. The SwiGLU: 1.02 us at width 128 (the 128-token tile,
+    /// one expert of 300 rows: 48 tiles, 114 us for 112 stages), 0.85 at 80 (77 rows), 0.77 at
+    /// 64 (the 64-token tile, 5 experts of 60 rows, 80 tiles, 86 us): a fixed ~0.5 (the decode
+    /// and the register operand's wait) and the tensor work. The GEMM (its stage one weight
+    /// atom a consumer): its 256-token tile 1.7 us at width 256 (300 rows at K 2048, 112 tiles,
+    /// 63 us), ~0.7 at 80. The paired 8-token tile ran one row in 49.6 us alone (0.44); two
+    /// CTAs an SM share the SM, so 0.1 more when both run. Results: decode4-early12-f559116
+    /// and decode4-early13-33dca92.
+    Morning,
+    /// The wide tiles (64-256 tokens) re-timed under the pair (2026-11-30 evening, H200, main
+    /// af21714, `results/2026-11-30-h200/decode4-early15-af21714/`), one launch of one round
+    /// a width, its time over its stages (so the launch's fixed ~10-17 us is in the pace, as
+    /// in `Morning`): the SwiGLU's 128-token tile 0.52 / 0.64 / 0.72 / 0.77 us at widths 32 /
+    /// 64 / 96 / 128 (K 7168), its 64-token tile 0.52 / 0.60 at 32 / 64; the GEMM's 256-token
+    /// tile 1.18 / 1.03 / 1.03 at 64 / 128 / 256 (K 2048: its X box is the whole tile at any
+    /// width), its 64-token tile 0.58 / 0.61 at 32 / 64. The decode tiles (8, 16 tokens) as
+    /// `Morning`: the pair left their code unchanged.
+    Pair,
+}
+
+impl Paces {
+    /// Microseconds a CTA of `tile` spends on one 64-deep stage at wgmma width `w` (H200).
+    pub fn stage_us(self, tile: Fp4Tile, w: usize, swiglu: bool) -> f64 {
+        let wide = !tile.narrow_rs();
+        let (fixed, per_col) = match (self, wide, tile.tt, swiglu) {
+            (Paces::Pair, true, 64, true) => (0.446, 0.00238),
+            (Paces::Pair, true, _, true) => (0.455, 0.00257),
+            (Paces::Pair, true, 64, false) => (0.55, 0.00098),
+            (Paces::Pair, true, _, false) => (1.05, 0.0),
+            (_, _, _, true) => (0.5, 0.004),
+            _ => (0.3, 0.0056),
+        };
+        let alone = fixed + per_col * w as f64;
+        if tile.ctas > 1 {
+            alone + 0.1
+        } else {
+            alone
+        }
+    }
+
+    /// The cost in microseconds of a wide tile's K slices whose consumer threads hold `na`
+    /// accumulators each (a slice's partial: 256 x `na` floats), beyond the tile's time over
+    /// the slices. `Morning`: one expert of 77 rows cut 4 ways, 48 us on the 128-token SwiGLU
+    /// tile (na 128) against 96 whole, 36.8 on the 64-token one (na 64) against ~85; 300 rows,
+    /// 48 tiles of 128 tokens cut in two, 77-80 against 114 (ledger F53, F71). `Pair`: 300 rows
+    /// cut in two 56.9 us against the tile's 85.9 whole, 77 rows on the 64-token tile cut 4
+    /// ways 30.0 against 67.0 (ledger F100, F140): the cut also leaves most of the launch's
+    /// fixed part uncut, which this term carries.
+    pub fn wide_split_us(self, na: usize) -> f64 {
+        match self {
+            Paces::Morning => 8.0 + 0.11 * na as f64,
+            Paces::Pair => 11.0 + 0.025 * na as f64,
+        }
     }
 }
 
@@ -145,14 +214,6 @@ const DRAM_BYTES_PER_US: f64 = 4.2e6;
 /// floats, the sum, the counter), in microseconds: one row on the paired 8-token tile, 16 tiles
 /// cut 8 ways on 264 CTAs, took 24 us against 49.6 whole (ledger F51).
 const SPLIT_US: f64 = 10.0;
-
-/// The same for a wide tile whose consumer threads hold `na` accumulators each (a slice's
-/// partial: 256 x `na` floats): one expert of 77 rows cut 4 ways, 48 us on the 128-token SwiGLU
-/// tile (na 128) against 96 whole, 36.8 on the 64-token one (na 64) against ~85; 300 rows, 48
-/// tiles of 128 tokens cut in two, 77-80 against 114 (ledger F53, F71).
-fn wide_split_us(na: usize) -> f64 {
-    8.0 + 0.11 * na as f64
-}
 
 /// The share of its longest tile a launch of several rounds loses to its last one (beyond the
 /// work spread over the CTAs): the GEMM's 64-token tile ran 300 rows at K 2048, 280 tiles on
@@ -184,17 +245,17 @@ fn wide_tiles(p: &MoeProblem, tile: Fp4Tile) -> Option<u64> {
 }
 
 /// Estimated microseconds of `p` on `tile` over `sms` SMs, only to compare tiles for one
-/// problem: each tile's stages at [`stage_us`] of its own width (an expert's full tiles, then
+/// problem: each tile's stages at [`Paces::stage_us`] of its own width (an expert's full tiles, then
 /// its remainder), the launch as the longest tile where it is one round, else the work spread
 /// over the CTAs and [`TAIL`] of its longest tile, against
 /// the time the distinct experts' weights take from DRAM. `split`: the decode tiles' balanced
 /// split (on every CTA), or a wide tile's of a launch of [`few_wide`] tiles.
-pub fn estimate_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, split: bool) -> f64 {
+pub fn estimate_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, split: bool, paces: Paces) -> f64 {
     let swiglu = p.swiglu.is_some();
     let tt = tile.tt as usize;
     let tiles_n = p.n.div_ceil(tile.bn(swiglu)) as f64;
     let stages = p.k.div_ceil(64) as f64;
-    let pace = |rows: usize| stages * stage_us(tile, width(rows), swiglu);
+    let pace = |rows: usize| stages * paces.stage_us(tile, width(rows), swiglu);
     let (mut tiles, mut work, mut longest) = (0u64, 0.0f64, 0.0f64);
     for &(_, c) in p.spans().iter().filter(|s| s.1 > 0) {
         let (full, rem) = (c / tt, c % tt);
@@ -214,7 +275,7 @@ pub fn estimate_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, split: bool) -> f64 
                 .min(WIDE_SPLITS)
                 .min((stages as u64 / 4).max(1));
             let na = if swiglu { tt } else { tt / 2 };
-            longest / s as f64 + wide_split_us(na)
+            longest / s as f64 + paces.wide_split_us(na)
         } else if tiles <= slots {
             longest
         } else {
@@ -285,12 +346,12 @@ mod tests {
 
     fn count_tile(p: &MoeProblem) -> u32 {
         let base = Fp4Tile::choose_paired(p, None, 2, true);
-        by_count(p, base, 132, 2, true).tt
+        by_count(p, base, 132, (2, true), Paces::Morning).tt
     }
 
     #[test]
     fn the_rule_parses_and_names_each_value() {
-        for v in ["rows", "count", "8", "16", "64", "wide"] {
+        for v in ["rows", "count", "count-pair", "8", "16", "64", "wide"] {
             assert_eq!(Fp4TileRule::parse(v).unwrap().name(), v);
         }
         assert_eq!(Fp4TileRule::parse("128"), None);
@@ -368,5 +429,62 @@ mod tests {
             Fp4Tile::narrow(16, true),
             132
         ));
+    }
+
+    fn pair_tile(p: &MoeProblem) -> u32 {
+        let base = Fp4Tile::choose_paired(p, None, 2, true);
+        by_count(p, base, 132, (2, true), Paces::Pair).tt
+    }
+
+    #[test]
+    fn the_paces_under_the_pair_keep_the_gemms_wide_tile_where_it_runs_one_round() {
+        let g = |c: &[usize]| MoeProblem::contiguous(c, 7168, 2048, DType::Bf16, DType::Bf16);
+        // 300 rows: 112 tiles of 256 tokens in one round (32.9 us under the pair at 256 rows
+        // in the early call) against 280 of 64 (39.7): Morning's 1.7 us a stage took the 64
+        assert_eq!(count_tile(&g(&[300])), 64);
+        assert_eq!(pair_tile(&g(&[300])), 256);
+        // 77 rows: 112 tiles of 64 tokens in one round (19.6 us) against 56 of 256 (~33)
+        assert_eq!(pair_tile(&g(&[0, 0, 77, 0])), 64);
+        // the SwiGLU's picks where the device timed count (ledger F100) stay
+        assert_eq!(pair_tile(&sw(&[0, 0, 77, 0])), 64);
+        assert_eq!(pair_tile(&sw(&[300])), 128);
+        assert_eq!(pair_tile(&sw(&[0, 1, 40, 64, 128, 3, 0, 100])), 64);
+        assert_eq!(pair_tile(&sw(&[1])), 8);
+        assert_eq!(pair_tile(&sw(&uneven_counts(7516, 8, 1))), 128);
+        assert_eq!(pair_tile(&e64()), 128);
+        // the rule's name and paces
+        let r = Fp4TileRule::parse("count-pair").unwrap();
+        assert_eq!(
+            (r.name().as_str(), r.paces(), r.fills()),
+            ("count-pair", Some(Paces::Pair), true)
+        );
+        assert_eq!(Fp4TileRule::Rows.paces(), None);
+    }
+
+    #[test]
+    fn the_paired_paces_are_the_early_calls_times_over_their_stages() {
+        // one round a width, the launch's time over its stages (decode4-early15-af21714)
+        let us = |tile: Fp4Tile, w: usize, swiglu: bool, stages: f64| {
+            stages * Paces::Pair.stage_us(tile, w, swiglu)
+        };
+        for (tile, w, swiglu, stages, measured) in [
+            (Fp4Tile::prefill(true), 128, true, 112.0, 85.9),
+            (Fp4Tile::prefill(true), 32, true, 112.0, 58.4),
+            (Fp4Tile::decode(true), 64, true, 112.0, 67.0),
+            (Fp4Tile::prefill(false), 256, false, 32.0, 32.9),
+            (Fp4Tile::decode(false), 64, false, 32.0, 19.6),
+        ] {
+            let e = us(tile, w, swiglu, stages);
+            assert!(
+                (e / measured - 1.0).abs() < 0.05,
+                "{w}: {e} against {measured}"
+            );
+        }
+        // the decode tiles as in the morning
+        let n = Fp4Tile::narrow(16, true);
+        assert_eq!(
+            Paces::Pair.stage_us(n, 16, true),
+            Paces::Morning.stage_us(n, 16, true)
+        );
     }
 }

@@ -5,6 +5,7 @@ use std::ffi::c_void;
 
 use super::dispatch::{self, Fp4TileRule};
 use super::layout::{atom_bytes, ATOM_K, TILE_N};
+use super::order::{self, Fp4Order};
 use super::{Fp4Format, Fp4Prepacked};
 use crate::device::{
     Context, DeviceBuffer, DeviceInfo, Function, LaunchConfig, Tma2d, TmaDType, TmaSwizzle,
@@ -592,11 +593,18 @@ pub(crate) fn epi_define(epi: u32, tile: Fp4Tile, run: u32) -> Option<u32> {
 /// tens of microseconds).
 pub const ORDER_EXPERTS: usize = 64;
 
-/// Whether `KILN_FP4_ORDER=whole-first` applies to `p` on `tile`: a wide tile of the register
-/// path (the decode tiles' launches are of short tiles throughout) and at most
-/// [`ORDER_EXPERTS`] experts.
-pub(crate) fn order_whole_first(o: &MoeOverrides, p: &MoeProblem, tile: Fp4Tile) -> bool {
-    o.fp4_whole_first && !tile.narrow_rs() && tile.path == Fp4Path::Rs && p.experts <= ORDER_EXPERTS
+/// Whether the whole-first order applies to `p` on `tile` over `sms` SMs: a wide tile of the
+/// register path (the decode tiles' launches are of short tiles throughout) and at most
+/// [`ORDER_EXPERTS`] experts, under `KILN_FP4_ORDER=whole-first`, or under `auto` where
+/// [`order::whole_first_pays`].
+pub(crate) fn order_whole_first(o: &MoeOverrides, p: &MoeProblem, tile: Fp4Tile, sms: u32) -> bool {
+    let applies = !tile.narrow_rs() && tile.path == Fp4Path::Rs && p.experts <= ORDER_EXPERTS;
+    applies
+        && match o.fp4_order {
+            Fp4Order::Experts => false,
+            Fp4Order::WholeFirst => true,
+            Fp4Order::Auto => order::whole_first_pays(p, tile, sms),
+        }
 }
 
 pub(crate) fn xtile_run(xtile: u32, load_tma: bool, tile: Fp4Tile) -> Option<u32> {
@@ -796,8 +804,9 @@ impl Fp4Experts {
             tile = eight.paired_for(p, o.fp4_ctas, o.fp4_pair_gemm);
         }
         // KILN_FP4_TILE=count: a narrower tile where its estimated time is well below this one's
-        if o.fp4_tile == Fp4TileRule::Count {
-            tile = dispatch::by_count(p, tile, sms, o.fp4_ctas, o.fp4_pair_gemm);
+        // (count-pair: the same rule on the paces re-timed under the EPI/XTILE pair)
+        if let Some(paces) = o.fp4_tile.paces() {
+            tile = dispatch::by_count(p, tile, sms, (o.fp4_ctas, o.fp4_pair_gemm), paces);
         }
         // KILN_FP4_GCOLS=256: the grouped GEMM's 256-token tile as 128 tokens by 256 columns
         let tile = tile.with_gemm_cols(p, o.fp4_gcols);
@@ -947,7 +956,7 @@ impl Fp4Experts {
         }
         // KILN_FP4_ORDER=whole-first: the wide tiles' whole m-tiles handed out first, on
         // launches of few experts (the kernel walks the experts to place each tile)
-        if order_whole_first(o, p, tile) {
+        if order_whole_first(o, p, tile, ctx.info.sm_count) {
             spec = spec.define("KILN_FP4_ORDER", 1);
         }
         let f = ctx.function(&spec)?;
@@ -1513,7 +1522,11 @@ mod tests {
     #[test]
     fn the_whole_first_order_compiles_where_it_applies() {
         let o = MoeOverrides {
-            fp4_whole_first: true,
+            fp4_order: Fp4Order::WholeFirst,
+            ..MoeOverrides::NONE
+        };
+        let auto = MoeOverrides {
+            fp4_order: Fp4Order::Auto,
             ..MoeOverrides::NONE
         };
         let sw = |c: &[usize]| {
@@ -1521,15 +1534,29 @@ mod tests {
                 .with_swiglu(crate::ops::moe::WeightLayout::Separate, true)
         };
         let folds = sw(&[144, 145, 16, 272, 0, 130, 160, 161]);
-        assert!(order_whole_first(&o, &folds, Fp4Tile::prefill(true)));
+        let wide = Fp4Tile::prefill(true);
+        assert!(order_whole_first(&o, &folds, wide, 132));
+        assert!(order_whole_first(&auto, &folds, wide, 132));
+        assert!(!order_whole_first(&MoeOverrides::NONE, &folds, wide, 132));
         assert!(!order_whole_first(
-            &MoeOverrides::NONE,
+            &o,
             &folds,
-            Fp4Tile::prefill(true)
+            Fp4Tile::narrow(16, true),
+            132
         ));
-        assert!(!order_whole_first(&o, &folds, Fp4Tile::narrow(16, true)));
         let many = sw(&[100; 65]);
-        assert!(!order_whole_first(&o, &many, Fp4Tile::prefill(true)));
+        assert!(!order_whole_first(&o, &many, wide, 132));
+        // auto: not on E64 (the order cost 12 % there, ledger F101)
+        let e64 = MoeProblem::contiguous(
+            &crate::ops::moe::uneven_counts(8192, 64, 1),
+            1408,
+            2048,
+            DType::Bf16,
+            DType::Bf16,
+        )
+        .with_swiglu(crate::ops::moe::WeightLayout::Separate, true);
+        assert!(order_whole_first(&o, &e64, wide, 132));
+        assert!(!order_whole_first(&auto, &e64, wide, 132));
         if !crate::jit::testing::nvrtc_here() {
             return;
         }

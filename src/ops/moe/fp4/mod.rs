@@ -6,6 +6,7 @@ pub mod file;
 pub mod kernel;
 pub mod kernel_w4a8;
 pub mod layout;
+pub mod order;
 pub mod prepack;
 #[cfg(test)]
 mod prepack_tests;
@@ -14,6 +15,7 @@ pub mod w4a8;
 pub use dispatch::Fp4TileRule;
 pub use kernel::{Fp4Experts, Fp4Operands, Fp4Tile};
 pub use kernel_w4a8::{W4a8Experts, W4a8Operands};
+pub use order::Fp4Order;
 pub use prepack::{prepack, prepack_swiglu, Fp4Prepacked};
 
 use serde::{Deserialize, Serialize};

@@ -144,7 +144,23 @@ pub fn run(env: &Env, a: &Fp8CliArgs) -> Result<ExitCode> {
 
 fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
     let promotion_only = a.suite == "promotion" && !a.grouped.grouped;
-    let quick = promotion_only || a.suite.parse::<Suite>()? == Suite::Quick;
+    let quick = promotion_only
+        || match a.suite.parse::<Suite>() {
+            Ok(s) => s == Suite::Quick,
+            Err(_) if a.grouped.grouped => {
+                return Err(Error::invalid(format!(
+                    "unknown suite `{}` for the grouped kernels; use quick or full",
+                    a.suite
+                )))
+            }
+            Err(_) => {
+                return Err(Error::invalid(format!(
+                    "unknown suite `{}`; use quick, full or promotion (the K = 16,384 promotion \
+                     check alone)",
+                    a.suite
+                )))
+            }
+        };
     if a.grouped.grouped {
         return super::fp8_moe::verify(env, &a.grouped, quick);
     }

@@ -1355,12 +1355,47 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && tiles(p, &narrow) >= LARGE_CLUSTER_WAVES * sms
         && 2 * waves(&wide) <= waves(&narrow)
         && dev.check_smem(wide.smem_bytes()).is_ok())
-    .then(
-        || match LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
-            true => Fp8Config::three_consumers(192),
-            false => wide,
-        },
-    )
+    .then(|| {
+        if LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
+            Fp8Config::three_consumers(192)
+        } else if LARGE_PROMOTED_192 && promoted_192_fills(p, dev) {
+            promoted_192()
+        } else {
+            wide
+        }
+    })
+}
+
+/// Whether the large rule takes the promoted 128 x 192 tile (`192md`, ledger row 120) where
+/// [`promoted_192_fills`] says it may: off until it beats `256md` beyond the spread in two rounds
+/// (round 1 of 2026-11-30 evening, H200: 1.002-1.004x cuBLASLt at 8192^3 against 0.943-0.944x,
+/// 1.004-1.005x at 6144^3 against 0.968-0.969x).
+pub const LARGE_PROMOTED_192: bool = false;
+
+/// The promoted tensor-scale 128 x 192 tile in pairs along M, its epilogue deferred (`192md`):
+/// one m64n192 batch a K block, cuBLASLt's arrangement at 8192^3 (ledger row 122).
+pub const fn promoted_192() -> Fp8Config {
+    Fp8Config::wide_pair_tensor(192).deferred_epilogue()
+}
+
+/// Where the promoted `192md` gives the busiest pair no more outputs than `256md` (8192^3: 21
+/// tiles of 24,576 against 16 of 32,768, 1.6 % fewer; 6144^3: 12 against 9, the same outputs,
+/// where its one batch a K block still won 3.7 % in round 1), is compiled, fits, and its pairs
+/// tile C whole.
+pub fn promoted_192_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
+    let narrow = promoted_192();
+    let wide = large_wide_tensor(true);
+    let sms = dev.sm_count.max(1) as u64;
+    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
+    let outputs = |c: &Fp8Config| waves(c) * (c.bm * c.bn) as u64;
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|c| c.same_kernel(&narrow));
+    compiled
+        && p.promote
+        && p.m.div_ceil(128).is_multiple_of(2)
+        && outputs(&narrow) <= outputs(&wide)
+        && dev.check_smem(narrow.smem_bytes()).is_ok()
 }
 
 /// Whether the large rule takes the 192 x 192 tile of three consumers (`192x192md`, ledger row
@@ -3346,6 +3381,39 @@ mod tests {
             (4, 1024 + 4 * 49_168 + 32_768, 3)
         );
         assert!(!deferred.same_kernel(&wide_t) && deferred.max_splits() == 1);
+        // ledger row 120: the promoted 128 x 192 tile (`192md`), four 40 KB stages, one part, no
+        // slices; the rule's where its busiest pair has no more outputs (8192^3, 6144^3; not
+        // 4096^3: 6 tiles against 4, 147,456 outputs against 131,072), and only with
+        // LARGE_PROMOTED_192
+        let p192 = promoted_192();
+        assert_eq!(p192.to_string(), "192md");
+        assert_eq!("192md".parse::<Fp8Config>().unwrap(), p192);
+        assert_eq!(
+            (
+                p192.stages(),
+                p192.parts(),
+                p192.max_splits(),
+                p192.smem_bytes()
+            ),
+            (4, 1, 1, 197_696)
+        );
+        let cube = |n| Fp8Problem::new(n, n, n, DType::Bf16, ScaleMode::Tensor);
+        assert!(promoted_192_fills(&cube(8192), &dev));
+        assert!(promoted_192_fills(&cube(6144), &dev));
+        assert!(!promoted_192_fills(&cube(4096), &dev));
+        let fast8 = Fp8Problem {
+            promote: false,
+            ..cube(8192)
+        };
+        assert!(!promoted_192_fills(&fast8, &dev));
+        assert!(check_config(&cube(8192), p192).is_ok() && check_config(&fast8, p192).is_err());
+        let expected = if LARGE_PROMOTED_192 {
+            p192
+        } else {
+            large_wide_tensor(true)
+        };
+        assert_eq!(choose_large_tensor(&cube(8192), &dev), Some(expected));
+        assert_eq!(choose_large_tensor(&cube(6144), &dev), Some(expected));
         let fast = Fp8Problem {
             promote: false,
             ..Fp8Problem::new(8192, 8192, 8192, DType::Bf16, ScaleMode::Tensor)

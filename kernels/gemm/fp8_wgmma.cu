@@ -218,9 +218,14 @@ static_assert(!DEFER || C_TAIL == 0, "the deferred epilogue stores whole chunks:
 // that no chunk waits on the one before it (the 192-wide consumer's two: 32 pair registers
 // beside its 96-register accumulator).
 constexpr int DCH = PROMOTE ? C_NCH : EPI_BUFS == 1 ? C_NCH - 1 : C_NCH / 2;
-static_assert(KILN_TMAE != 3 || (!PROMOTE && SCALE == 0) || (PROMOTE && !PIPE && PARTS == 2),
-              "KILN_TMAE = 3 defers the epilogue of the unpromoted tensor-scale kernel or of the drained "
-              "halves of the 128 x 256 tile");
+// The promoted 128 x 192 tile of tensor scales (`192md`, ledger row 120) defers the same way in
+// one part: each consumer's 64 x 192 is one drained m64n192 batch a K block (fin 96 and a
+// 96-register accumulator, no half re-reading A), its three chunks' 48 pair registers sent under
+// the next tile's first batch while fin is dead.
+static_assert(KILN_TMAE != 3 || (!PROMOTE && SCALE == 0) || (PROMOTE && !PIPE && PARTS == 2) ||
+                  (PROMOTE && !PIPE && SCALE == 0 && PARTS == 1 && WN == 192 && NCONS == 2),
+              "KILN_TMAE = 3 defers the epilogue of the unpromoted tensor-scale kernel, of the drained "
+              "halves of the 128 x 256 tile or of the promoted tensor-scale 128 x 192 tile");
 constexpr u32 C_BYTES = TMA_EPI ? NCONS * EPI_BUFS * Epi::CHUNK_BYTES : 0;
 // Named barriers: 1 to NCONS are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 7 the
 // split-K hand-off of both, TURN + c consumer c's turn to issue a K block (Fp8Args.order: its
@@ -892,7 +897,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       if constexpr (PROMOTE) return &fin;
       else return &acc;
     }();
-    if (PARTS == 1 && NCONS == 2 && ns > 1) {  // (a tile run in parts, or by three consumers, is never split)
+    // (a tile run in parts, by three consumers or promoted with its epilogue deferred is never split)
+    if (PARTS == 1 && NCONS == 2 && !(KILN_TMAE == 3 && PROMOTE) && ns > 1) {
       const int ct = threadIdx.x - 128;
       if (p.reduce == 2) {
         // The tile's slices are this cluster's CTAs (rank sp), one unit each

@@ -14,7 +14,7 @@ use kiln::harness::bench::Row;
 use kiln::harness::fp8::{verify_gemm_seeded, Data, GemmCase};
 use kiln::harness::fp8_bench::{bench_fp8, deepseek_shapes};
 use kiln::harness::fp8_chain::bench_fp8_chain;
-use kiln::harness::fp8_checks::{suite, verify as verify_check};
+use kiln::harness::fp8_checks::{suite, verify as verify_check, Fp8Check};
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::ops::fp8::gemm::{check_config, choose_by, Fp8Rule};
@@ -47,7 +47,8 @@ pub enum Fp8Action {
 
 #[derive(Debug, Args)]
 pub struct Fp8VerifyArgs {
-    /// quick or full.
+    /// quick, full, or promotion (the K = 16,384 promotion check alone: every promoted tile
+    /// against the unpromoted accumulation, seconds).
     #[arg(long, default_value = "full")]
     pub suite: String,
     /// Also check cuBLASLt's FP8 GEMM on every GEMM case.
@@ -142,7 +143,24 @@ pub fn run(env: &Env, a: &Fp8CliArgs) -> Result<ExitCode> {
 }
 
 fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
-    let quick = a.suite.parse::<Suite>()? == Suite::Quick;
+    let promotion_only = a.suite == "promotion" && !a.grouped.grouped;
+    let quick = promotion_only
+        || match a.suite.parse::<Suite>() {
+            Ok(s) => s == Suite::Quick,
+            Err(_) if a.grouped.grouped => {
+                return Err(Error::invalid(format!(
+                    "unknown suite `{}` for the grouped kernels; use quick or full",
+                    a.suite
+                )))
+            }
+            Err(_) => {
+                return Err(Error::invalid(format!(
+                    "unknown suite `{}`; use quick, full or promotion (the K = 16,384 promotion \
+                     check alone)",
+                    a.suite
+                )))
+            }
+        };
     if a.grouped.grouped {
         return super::fp8_moe::verify(env, &a.grouped, quick);
     }
@@ -150,7 +168,22 @@ fn verify(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
         return verify_at(env, a);
     }
     let ctx = env.context()?;
-    let checks = suite(quick);
+    if promotion_only && !a.problem.tile.is_empty() {
+        // the check with the named promoted tensor-scale tiles only (no block-scaled family)
+        let tiles = a
+            .problem
+            .tile
+            .iter()
+            .map(|t| t.parse::<Fp8Config>())
+            .collect::<Result<Vec<_>>>()?;
+        let o = kiln::harness::fp8::verify_promotion_of(&ctx, &tiles, false)?;
+        return print_outcomes(env, &ctx.info, &[o]);
+    }
+    let checks = if promotion_only {
+        vec![Fp8Check::Promotion]
+    } else {
+        suite(quick)
+    };
     let landing = Landing::begin(env, &ctx, None, Some((checks.len(), "fp8 verify")))?;
     let mut outcomes: Vec<Outcome> = Vec::new();
     for c in &checks {

@@ -535,7 +535,9 @@ impl Fp8Config {
     /// also whether it can take stream-K, whose units are summed the same way).
     pub fn max_splits(&self) -> u32 {
         // (three consumers: the split-K hand-off's barrier counts two)
-        if self.parts() > 1 || self.consumers() > 2 {
+        // (a deferred epilogue holds the last tile's C in registers into the next tile's first K
+        // block: no registers for a slice's sum either; `192md` is the one-part such tile)
+        if self.parts() > 1 || self.consumers() > 2 || self.deferred {
             return 1;
         }
         match self.reduction() {
@@ -796,10 +798,15 @@ pub fn configs(
     // ledger row 26 also with its epilogue deferred under the next tile's K blocks (`256md`), in
     // the place of the promoted drained 128 (no rule took it: the waves rule's `128p` has its
     // tiles at less cost; the promotion check's drained kernel is `256mh` since)
+    // ledger row 120 (2026-11-30, evening): the promoted 128 x 192 tile in pairs, its epilogue
+    // deferred (`192md`): each consumer's 64 x 192 one drained m64n192 batch a K block (fin 96 and
+    // one 96-register accumulator) where `256md` runs two halves of m64n128 (A read twice, two
+    // drains a K block); at 8192^3 its busiest pair has 1.6 % fewer outputs. By name only.
     const TENSOR: &[Fp8Config] = &[
         Fp8Config::new(128, true),
         Fp8Config::wide_pair_tensor(256),
         Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
+        Fp8Config::wide_pair_tensor(192).deferred_epilogue(),
     ];
     // unpromoted, since 2026-11-30 also the 192 x 192 tile of three consumers (`192x192md`: the
     // tile cuBLASLt runs at 6144^3), in pairs along M, its epilogue deferred; a knob-free name,
@@ -1348,12 +1355,47 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && tiles(p, &narrow) >= LARGE_CLUSTER_WAVES * sms
         && 2 * waves(&wide) <= waves(&narrow)
         && dev.check_smem(wide.smem_bytes()).is_ok())
-    .then(
-        || match LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
-            true => Fp8Config::three_consumers(192),
-            false => wide,
-        },
-    )
+    .then(|| {
+        if LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
+            Fp8Config::three_consumers(192)
+        } else if LARGE_PROMOTED_192 && promoted_192_fills(p, dev) {
+            promoted_192()
+        } else {
+            wide
+        }
+    })
+}
+
+/// Whether the large rule takes the promoted 128 x 192 tile (`192md`, ledger row 120) where
+/// [`promoted_192_fills`] says it may: off until it beats `256md` beyond the spread in two rounds
+/// (round 1 of 2026-11-30 evening, H200: 1.002-1.004x cuBLASLt at 8192^3 against 0.943-0.944x,
+/// 1.004-1.005x at 6144^3 against 0.968-0.969x).
+pub const LARGE_PROMOTED_192: bool = false;
+
+/// The promoted tensor-scale 128 x 192 tile in pairs along M, its epilogue deferred (`192md`):
+/// one m64n192 batch a K block, cuBLASLt's arrangement at 8192^3 (ledger row 122).
+pub const fn promoted_192() -> Fp8Config {
+    Fp8Config::wide_pair_tensor(192).deferred_epilogue()
+}
+
+/// Where the promoted `192md` gives the busiest pair no more outputs than `256md` (8192^3: 21
+/// tiles of 24,576 against 16 of 32,768, 1.6 % fewer; 6144^3: 12 against 9, the same outputs,
+/// where its one batch a K block still won 3.7 % in round 1), is compiled, fits, and its pairs
+/// tile C whole.
+pub fn promoted_192_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
+    let narrow = promoted_192();
+    let wide = large_wide_tensor(true);
+    let sms = dev.sm_count.max(1) as u64;
+    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
+    let outputs = |c: &Fp8Config| waves(c) * (c.bm * c.bn) as u64;
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|c| c.same_kernel(&narrow));
+    compiled
+        && p.promote
+        && p.m.div_ceil(128).is_multiple_of(2)
+        && outputs(&narrow) <= outputs(&wide)
+        && dev.check_smem(narrow.smem_bytes()).is_ok()
 }
 
 /// Whether the large rule takes the 192 x 192 tile of three consumers (`192x192md`, ledger row
@@ -2903,14 +2945,15 @@ mod tests {
         let v = variants("sm_90a");
         // (102 since ledger row 40's `192th`: one block kernel, three outputs; 105 since row
         // 61's `256tmd/k`; 108 with row 51's `256pth`; 102 since rows 70 and 82 dropped both;
-        // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`)
-        assert!(v.len() <= 102, "{} variants", v.len());
-        // e4m3: tensor promoted 3 (`256mh` and `256md` beside 128p), row promoted 2, tensor
+        // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
+        // promoted `192md`)
+        assert!(v.len() <= 105, "{} variants", v.len());
+        // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
         // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 16
         // kernels (17 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
         // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth`, row 92);
         // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (3 + 2 + 5 + 2 + 16) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (4 + 2 + 5 + 2 + 16) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -3338,6 +3381,39 @@ mod tests {
             (4, 1024 + 4 * 49_168 + 32_768, 3)
         );
         assert!(!deferred.same_kernel(&wide_t) && deferred.max_splits() == 1);
+        // ledger row 120: the promoted 128 x 192 tile (`192md`), four 40 KB stages, one part, no
+        // slices; the rule's where its busiest pair has no more outputs (8192^3, 6144^3; not
+        // 4096^3: 6 tiles against 4, 147,456 outputs against 131,072), and only with
+        // LARGE_PROMOTED_192
+        let p192 = promoted_192();
+        assert_eq!(p192.to_string(), "192md");
+        assert_eq!("192md".parse::<Fp8Config>().unwrap(), p192);
+        assert_eq!(
+            (
+                p192.stages(),
+                p192.parts(),
+                p192.max_splits(),
+                p192.smem_bytes()
+            ),
+            (4, 1, 1, 197_696)
+        );
+        let cube = |n| Fp8Problem::new(n, n, n, DType::Bf16, ScaleMode::Tensor);
+        assert!(promoted_192_fills(&cube(8192), &dev));
+        assert!(promoted_192_fills(&cube(6144), &dev));
+        assert!(!promoted_192_fills(&cube(4096), &dev));
+        let fast8 = Fp8Problem {
+            promote: false,
+            ..cube(8192)
+        };
+        assert!(!promoted_192_fills(&fast8, &dev));
+        assert!(check_config(&cube(8192), p192).is_ok() && check_config(&fast8, p192).is_err());
+        let expected = if LARGE_PROMOTED_192 {
+            p192
+        } else {
+            large_wide_tensor(true)
+        };
+        assert_eq!(choose_large_tensor(&cube(8192), &dev), Some(expected));
+        assert_eq!(choose_large_tensor(&cube(6144), &dev), Some(expected));
         let fast = Fp8Problem {
             promote: false,
             ..Fp8Problem::new(8192, 8192, 8192, DType::Bf16, ScaleMode::Tensor)

@@ -35,18 +35,19 @@
 // each half's four wgmmas into one 64-register accumulator, drained and promoted into its half
 // of 128 registers of sums (two arrays of 128 beside them would not fit); the stage is freed
 // after the second half. A tile spans two W scale blocks: the slot carries both.
-// KILN_XFEED (the 128 x 256 tile: docs/fp8.md ledger rows 81, 84 and 100), parts of the dense
-// `256tmd`'s feed. Bit 0 (`tm256b`, the default since it won two rounds): a tile whose 128 rows
-// are all its expert's loads them as one box of 128 rows, as the dense tile loads A, through the
-// fourth map (X in 128-row boxes; the 128B swizzle repeats every 8 rows, so the stage holds the
-// same bytes as four 32-row boxes). Bit 1 (`tm256bh`, with bit 0): the X scales' slot offset kept
-// in registers across the K loop: `tm256b` rederives it every K block between the full-stage wait
-// and the first wgmma (S2R, LDC of x_rows, the valid-row predicates: a dependent chain of a dozen
-// instructions, ~4 % of the stall samples in `tm256`'s ncu), where the dense loop's scales take
-// one LEA before the wait and the loads after it. Here a thread's row offset is fixed, the box's
-// offset (kb x_rows + row0) mod 4 advances by x_rows mod 4 a K block, and every row's scale is
-// read (a row past its expert's end is never stored). The scales stay read before the batch:
-// reading them under it (`tm256s`, rows 81 and 84) cost 10-15 %.
+// KILN_XFEED (the 128 x 256 tile: docs/fp8.md ledger rows 81, 84, 100 and 130): 3 (`tm256bh`,
+// the default since it won two rounds) takes two parts of the dense `256tmd`'s feed, 0 neither.
+// Bit 0: a tile whose 128 rows are all its expert's loads them as one box of 128 rows, as the
+// dense tile loads A, through the fourth map (X in 128-row boxes; the 128B swizzle repeats every
+// 8 rows, so the stage holds the same bytes as four 32-row boxes). Bit 1: the X scales' slot
+// offset kept in registers across the K loop, where the one box alone (`tm256b`, deleted in row
+// 130) rederived it every K block between the full-stage wait and the first wgmma (S2R, LDC of
+// x_rows, the valid-row predicates: a dependent chain of a dozen instructions, ~4 % of the stall
+// samples in `tm256`'s ncu), and the dense loop's scales take one LEA before the wait and the
+// loads after it. Here a thread's row offset is fixed, the box's offset (kb x_rows + row0) mod 4
+// advances by x_rows mod 4 a K block, and every row's scale is read (a row past its expert's end
+// is never stored). The scales stay read before the batch: reading them under it (`tm256s`,
+// rows 81 and 84) cost 10-15 %.
 #include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
 #include "common/mem_ops.cuh"
@@ -73,9 +74,8 @@ constexpr u32 X_BYTES = BM * BK, W_BYTES = BN * BK, STAGE_BYTES = X_BYTES + W_BY
 constexpr u32 SLOT_BYTES = STAGED ? (SW_AT + 4 * NSW + 127) / 128 * 128 : 0;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
 constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, HOIST = (KILN_XFEED & 2) != 0;
-static_assert(KILN_XFEED == 0 || KILN_XFEED == 1 || (KILN_XFEED == 3 && BN == 256),
-              "KILN_XFEED is 0, 1 (one X box) or 3 (and the X scales' offset kept across the K loop: the 128 x 256 tile)");
-static_assert(KILN_XFEED == 0 || BN == 256, "KILN_XFEED feeds the 128 x 256 tile");
+static_assert(KILN_XFEED == 0 || (KILN_XFEED == 3 && BN == 256),
+              "KILN_XFEED is 0 or 3 (one X box and the X scales' offset kept across the K loop: the 128 x 256 tile)");
 static_assert(BN == 128 || (BN == 256 && STAGED && CM == 2),
               "128 columns (the pipelined promotion's three arrays fit), or 256 in drained halves with the scales "
               "in the ring, in pairs");

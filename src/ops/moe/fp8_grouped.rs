@@ -41,27 +41,24 @@ const fn fixed_bytes() -> u32 {
 }
 
 /// The parts of the dense tile's feed `feed` takes (the kernel's `KILN_XFEED` bits): 1, a full
-/// tile's X as one box of [`BM`] rows through the map in the kernel's fourth slot (`tm256b`); 2,
-/// the X scales' slot offset kept across the K loop (`tm256bh`, with 1); 0 for the other feeds.
+/// tile's X as one box of [`BM`] rows through the map in the kernel's fourth slot, and 2, the X
+/// scales' slot offset kept across the K loop: both (3) for `tm256bh`, none for the other feeds.
 pub const fn xfeed(feed: Fp8GroupedFeed) -> u32 {
     match feed {
-        Fp8GroupedFeed::StagedPairsWideOneBox => 1,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 3,
         _ => 0,
     }
 }
 
-/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256b`, `tm256bh`).
+/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256bh`).
 pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
     xfeed(feed) & 1 != 0
 }
 
-/// Tile columns: 256 for `tm256`, `tm256b` and `tm256bh`, else [`BN`].
+/// Tile columns: 256 for `tm256` and `tm256bh`, else [`BN`].
 pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
     match feed {
-        Fp8GroupedFeed::StagedPairsWide
-        | Fp8GroupedFeed::StagedPairsWideOneBox
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 256,
+        Fp8GroupedFeed::StagedPairsWide | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 256,
         _ => BN,
     }
 }
@@ -86,7 +83,6 @@ pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairs
         | Fp8GroupedFeed::StagedPairsWide
-        | Fp8GroupedFeed::StagedPairsWideOneBox
         | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 2,
         _ => 1,
     }
@@ -161,7 +157,7 @@ pub fn x_map(p: &Fp8MoeProblem, addr: u64) -> Tma2d {
     x_map_rows(p, addr, X_BOX)
 }
 
-/// [`x_map`] in boxes of `rows` rows (`tm256b`: [`BM`], a full tile's X in one box; the 128B
+/// [`x_map`] in boxes of `rows` rows (`tm256bh`: [`BM`], a full tile's X in one box; the 128B
 /// swizzle repeats every 8 rows, so one box of 128 lands as four of 32 side by side do).
 pub fn x_map_rows(p: &Fp8MoeProblem, addr: u64, rows: u32) -> Tma2d {
     Tma2d {
@@ -268,7 +264,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     } else {
         map_x // a stand-in: the `ldg` kernel never reads it
     };
-    // the fourth slot: X in boxes of 128 rows for `tm256b` and `tm256bh`, else a stand-in
+    // the fourth slot: X in boxes of 128 rows for `tm256bh`, else a stand-in
     let mut map_x128 = if one_x_box(feed) {
         let t = x_map_rows(p, ops.x.ptr(), BM);
         t.validate().map_err(unsupported)?;
@@ -295,7 +291,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this order. The
     // maps address X, W, X's scales and X in 128-row boxes (the `ldg` kernel reads no third map,
-    // only `tm256b` and `tm256bh` the fourth: X's stands in), the args Y, the scales and the
+    // only `tm256bh` the fourth: X's stands in), the args Y, the scales and the
     // schedule workspace; `prepare` has matched every buffer to the problem, and the caller keeps
     // them alive until the stream has run.
     unsafe {
@@ -347,17 +343,13 @@ mod tests {
         assert_eq!(slot_bytes(Fp8GroupedFeed::Staged), 640);
         assert_eq!(slot_bytes(Fp8GroupedFeed::Ldg), 0);
         assert_eq!(smem_of(Fp8GroupedFeed::StagedPairs), 213_864);
-        // the one-box feeds: `tm256`'s ring
-        for f in [
-            Fp8GroupedFeed::StagedPairsWideOneBox,
-            Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
-        ] {
-            assert_eq!(smem_of(f), smem_of(wide));
-            assert!(one_x_box(f));
-        }
+        // the one-box feed: `tm256`'s ring
+        let one_box = Fp8GroupedFeed::StagedPairsWideOneBoxHoisted;
+        assert_eq!(smem_of(one_box), smem_of(wide));
+        assert!(one_x_box(one_box) && !one_x_box(wide));
         // the prefix kernel and one kernel a feed
         let specs = variants("sm_90a");
-        assert_eq!(specs.len(), 7);
+        assert_eq!(specs.len(), 6);
         // the measured default (ledger rows 22, 84 and 100), where TMA can map X's scales
         assert_eq!(
             (

@@ -422,7 +422,7 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256` or `tm256bh`): how the FP8 grouped GEMM
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh` or `tm256bhd`): how the FP8 grouped GEMM
     /// feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256bh` where X's scales can be
     /// mapped ([`Fp8GroupedFeed::default_for`]).
     pub fp8_grouped: Option<Fp8GroupedFeed>,
@@ -704,15 +704,21 @@ pub enum Fp8GroupedFeed {
     /// tile (row 100; the default since row 102). The one box alone (`tm256b`, the default of
     /// rows 101-102) was deleted in row 130.
     StagedPairsWideOneBoxHoisted,
+    /// `tm256bhd`: `tm256bh` with the dense `256tmd`'s deferred epilogue: a consumer whose 64
+    /// rows are all its expert's sends its tile to Y by TMA stores under the next tile's first K
+    /// block instead of storing from registers while the tensor cores wait (docs/fp8.md row 131;
+    /// by name until it wins two rounds).
+    StagedPairsWideOneBoxHoistedDeferred,
 }
 
 impl Fp8GroupedFeed {
-    pub const ALL: [Fp8GroupedFeed; 5] = [
+    pub const ALL: [Fp8GroupedFeed; 6] = [
         Fp8GroupedFeed::Ldg,
         Fp8GroupedFeed::Staged,
         Fp8GroupedFeed::StagedPairs,
         Fp8GroupedFeed::StagedPairsWide,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred,
     ];
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
@@ -740,6 +746,7 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::StagedPairs => "tm",
             Fp8GroupedFeed::StagedPairsWide => "tm256",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => "tm256bh",
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred => "tm256bhd",
         }
     }
 }

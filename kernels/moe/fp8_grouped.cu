@@ -48,6 +48,13 @@
 // advances by x_rows mod 4 a K block, and every row's scale is read (a row past its expert's end
 // is never stored). The scales stay read before the batch: reading them under it (`tm256s`,
 // rows 81 and 84) cost 10-15 %.
+// KILN_XFEED = 11 (`tm256bht`, by name until timed in two rounds; ledger row 133): `tm256bh` with
+// the last wave's tiles in halves (TAIL: tail_units). 4 x 8192 rows make 2,048 pair tiles over 66
+// pairs, 31.03 waves: two pairs run a 32nd tile while 64 wait (3.1 % of the busiest pair's time).
+// As four half tiles of 256 x 128 on four pairs they take half a tile's time. A half unit's W
+// rows are one pair part, which its rank loads and multicasts (the other loads none: the stage
+// expects half the W bytes); its consumers run one half's four wgmmas a K block and store 128
+// columns from registers.
 // KILN_XFEED = 7 (`tm256bhd`, by name until timed in two rounds; ledger row 131): `tm256bh` with
 // the dense `256tmd`'s third part, its deferred epilogue. Both consumers of a tile reach its
 // register store together and the tensor cores wait for both (the dense kernel's deferral saved
@@ -87,9 +94,11 @@ constexpr u32 X_BYTES = BM * BK, W_BYTES = BN * BK, STAGE_BYTES = X_BYTES + W_BY
 constexpr u32 SLOT_BYTES = STAGED ? (SW_AT + 4 * NSW + 127) / 128 * 128 : 0;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
 constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, HOIST = (KILN_XFEED & 2) != 0, DEFER = (KILN_XFEED & 4) != 0;
-static_assert(KILN_XFEED == 0 || ((KILN_XFEED == 3 || KILN_XFEED == 7) && BN == 256),
-              "KILN_XFEED is 0, 3 (one X box and the X scales' offset kept across the K loop: the 128 x 256 tile) "
-              "or 7 (and the epilogue deferred under the next tile's first K block)");
+constexpr bool TAIL = (KILN_XFEED & 8) != 0;
+static_assert(KILN_XFEED == 0 || ((KILN_XFEED == 3 || KILN_XFEED == 7 || KILN_XFEED == 11) && BN == 256),
+              "KILN_XFEED is 0, 3 (one X box and the X scales' offset kept across the K loop: the 128 x 256 tile), "
+              "7 (and the epilogue deferred under the next tile's first K block) or 11 (3 with the last wave's "
+              "tiles in halves)");
 static_assert(!DEFER || sizeof(out_t) == 2, "the deferred epilogue stages 16-bit pairs");
 // the deferred epilogue's staging: one 8 KB buffer a consumer, 1024-aligned after the stages
 using Epi = TmaStoreEpilogue<1, out_t, 1>;
@@ -104,6 +113,22 @@ static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle a
 static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + SLOT_BYTES) + EPI_BYTES + 2 * STAGES * 8 + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+
+// TAIL: the units the pairs walk. The t = units % stride tiles past the last whole wave of pairs
+// run as 2t half tiles (128 columns each) where they fit one wave (2t <= stride): the busiest
+// pair's last unit then takes half a tile's time. Unit v is tile tail_unit(v, .., h) whole
+// (h = -1) or its half h.
+__device__ __forceinline__ int tail_units(int units, int stride) {
+  const int t = units % stride;
+  return TAIL && t > 0 && 2 * t <= stride ? units + t : units;
+}
+__device__ __forceinline__ int tail_unit(int v, int units, int stride, int& h) {
+  const int t = units % stride, whole = units - t;
+  h = -1;
+  if (!TAIL || v < whole || 2 * t > stride) return v;  // (not split: v < units)
+  h = (v - whole) & 1;
+  return whole + ((v - whole) >> 1);
+}
 
 // A compile-time flag for a generic lambda's argument (DEFER's first K block of a tile).
 template <bool B> struct MoeFlag {
@@ -165,21 +190,25 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
           return (int)n / CM;
         };
-        for (int u = first; u < units; u += next_stride()) {
+        for (int v = first; v < tail_units(units, next_stride()); v += next_stride()) {
+          int h;  // TAIL: a half tile's half (its W rows are part h, which rank h loads), else -1
+          const int u = tail_unit(v, units, next_stride(), h);
           const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, rank);
           const int boxes = min((tile.valid_rows + XBOX - 1) / XBOX, BM / XBOX);
           const int nb = tile.n0 / 128;
           const float* sw = p.sw + ((i64)tile.expert * nbs + nb) * kblocks;
-          const u32 bytes = W_BYTES + boxes * XBOX * 128u + (STAGED ? SX_BOX * 4u : 0u);
+          const u32 bytes = (h < 0 ? W_BYTES : W_BYTES / 2) + boxes * XBOX * 128u + (STAGED ? SX_BOX * 4u : 0u);
           for (int kb = 0; kb < kblocks; ++kb, ++it) {
             ws_fill(ring, it, bytes, [&](int s, u32 bar) {
               const u32 sx = base + s * STAGE_BYTES;
               if (X_ONE_BOX && boxes == BM / XBOX) tma_load_2d(sx, &tma_x128, bar, kb * BK, tile.row0);
               else
                 for (int b = 0; b < boxes; ++b) tma_load_2d(sx + b * XBOX * 128u, &tma_x, bar, kb * BK, tile.row0 + b * XBOX);
-              if constexpr (CM > 1)
-                tma_load_3d_multicast(sx + X_BYTES + rank * W_PART * 128u, &tma_w, bar, kb * BK, tile.n0 + rank * W_PART,
-                                      tile.expert, (u16)((1 << CM) - 1));
+              if constexpr (CM > 1) {
+                if (!TAIL || h < 0 || h == rank)
+                  tma_load_3d_multicast(sx + X_BYTES + rank * W_PART * 128u, &tma_w, bar, kb * BK, tile.n0 + rank * W_PART,
+                                        tile.expert, (u16)((1 << CM) - 1));
+              }
               else
                 tma_load_3d(sx + X_BYTES, &tma_w, bar, kb * BK, tile.n0, tile.expert);
               if constexpr (STAGED) {
@@ -237,7 +266,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         u32 it = 0;
         // DEFER: the unit derived from the ring iterations (every unit takes kblocks of them), no
         // counter of its own held across the K loop: with the deferred pairs ptxas spilled it
-        for (int u = first; u < units; u = DEFER ? first + (int)(it / (u32)kblocks) * stride : u + stride) {
+        const int vend = tail_units(units, stride);
+        for (int v = first; v < vend; v = DEFER ? first + (int)(it / (u32)kblocks) * stride : v + stride) {
+          int h;  // TAIL: a half tile's half, else -1
+          const int u = tail_unit(v, units, stride, h);
           const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, CM > 1 ? (int)cluster_ctarank() : 0);
           if (64 * c >= tile.valid_rows) {
             // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing
@@ -297,6 +329,21 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               release(MbarRing<STAGES>::slot(it));
               fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
             };
+            if (TAIL && h >= 0) {
+              // a half tile: half h's four wgmmas a K block (W part h, its scale block), promoted
+              // into fin's first 64 registers, stored as 128 columns from n0 + 128 h
+              const u64 dbh = h ? db1 : db0;
+              for (int kb = 0; kb < kblocks; ++kb, ++it) {
+                const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(
+                    ring, it, acc, da0, dbh, [&](int s) { return read_scales(kb, s); });
+                const float b = h ? sc.b1 : sc.b0;
+                wgmma_wait<0>();
+                release(MbarRing<STAGES>::slot(it));
+                fp8_promote_part<128, BN>(fin, acc, sc.a0 * b, sc.a1 * b, 0);
+              }
+              moe_store_fragment<128>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0 + 128 * h, q, fin);
+              continue;
+            }
             int kb = 0;
             if constexpr (DEFER) {  // (kblocks >= 1: K >= 16)
               kblock(kb++, MoeFlag<true>{});

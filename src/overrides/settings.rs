@@ -422,7 +422,8 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh` or `tm256bhd`): how the FP8 grouped GEMM
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh`, `tm256bhd` or `tm256bht`):
+    /// how the FP8 grouped GEMM
     /// feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256bh` where X's scales can be
     /// mapped ([`Fp8GroupedFeed::default_for`]).
     pub fp8_grouped: Option<Fp8GroupedFeed>,
@@ -709,16 +710,21 @@ pub enum Fp8GroupedFeed {
     /// block instead of storing from registers while the tensor cores wait (docs/fp8.md row 131;
     /// by name until it wins two rounds).
     StagedPairsWideOneBoxHoistedDeferred,
+    /// `tm256bht`: `tm256bh` with the tiles past the last whole wave of pairs run as two half
+    /// tiles of 128 columns each, where they fit one wave, so that the busiest pair's last unit
+    /// takes half a tile's time (docs/fp8.md row 133; by name until it wins two rounds).
+    StagedPairsWideOneBoxHoistedTail,
 }
 
 impl Fp8GroupedFeed {
-    pub const ALL: [Fp8GroupedFeed; 6] = [
+    pub const ALL: [Fp8GroupedFeed; 7] = [
         Fp8GroupedFeed::Ldg,
         Fp8GroupedFeed::Staged,
         Fp8GroupedFeed::StagedPairs,
         Fp8GroupedFeed::StagedPairsWide,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail,
     ];
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
@@ -747,6 +753,7 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::StagedPairsWide => "tm256",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => "tm256bh",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred => "tm256bhd",
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => "tm256bht",
         }
     }
 }

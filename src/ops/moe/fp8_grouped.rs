@@ -43,17 +43,20 @@ const fn fixed_bytes() -> u32 {
 /// The parts of the dense tile's feed `feed` takes (the kernel's `KILN_XFEED` bits): 1, a full
 /// tile's X as one box of [`BM`] rows through the map in the kernel's fourth slot; 2, the X
 /// scales' slot offset kept across the K loop; 4, the epilogue deferred under the next tile's
-/// first K block (TMA stores through the fifth map). 3 for `tm256bh`, 7 for `tm256bhd`, 0 for
+/// first K block (TMA stores through the fifth map); 8, the tiles past the last whole wave of
+/// pairs in halves of 128 columns. 3 for `tm256bh`, 7 for `tm256bhd`, 11 for `tm256bht`, 0 for
 /// the other feeds.
 pub const fn xfeed(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 3,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred => 7,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 11,
         _ => 0,
     }
 }
 
-/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256bh`, `tm256bhd`).
+/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256bh`, `tm256bhd`,
+/// `tm256bht`).
 pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
     xfeed(feed) & 1 != 0
 }
@@ -73,12 +76,13 @@ pub const fn epi_bytes(feed: Fp8GroupedFeed) -> u32 {
     }
 }
 
-/// Tile columns: 256 for `tm256`, `tm256bh` and `tm256bhd`, else [`BN`].
+/// Tile columns: 256 for `tm256` and the `tm256bh` feeds, else [`BN`].
 pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred => 256,
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 256,
         _ => BN,
     }
 }
@@ -104,7 +108,8 @@ pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
         Fp8GroupedFeed::StagedPairs
         | Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred => 2,
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 2,
         _ => 1,
     }
 }
@@ -386,9 +391,11 @@ mod tests {
         let deferred = Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred;
         assert!(one_x_box(deferred) && defers(deferred));
         assert_eq!(smem_of(deferred), smem_of(wide) + 16_384);
+        let tail = Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail;
+        assert!(one_x_box(tail) && !defers(tail) && smem_of(tail) == smem_of(wide));
         // the prefix kernel and one kernel a feed
         let specs = variants("sm_90a");
-        assert_eq!(specs.len(), 7);
+        assert_eq!(specs.len(), 8);
         // the measured default (ledger rows 22, 84 and 100), where TMA can map X's scales
         assert_eq!(
             (

@@ -429,8 +429,9 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256b` or `tm256bh`): how the FP8 grouped
-    /// GEMM feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256b` where X's scales can be
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh`, `tm256bhd` or `tm256bht`):
+    /// how the FP8 grouped GEMM
+    /// feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256bh` where X's scales can be
     /// mapped ([`Fp8GroupedFeed::default_for`]).
     pub fp8_grouped: Option<Fp8GroupedFeed>,
 }
@@ -704,25 +705,34 @@ pub enum Fp8GroupedFeed {
     /// `tm256`: `tm` with the 128 x 256 tile, each consumer's 64 x 256 in two drained halves
     /// (the dense kernel's `256tmh`).
     StagedPairsWide,
-    /// `tm256b`: `tm256` with one part of the dense `256tmd`'s feed: a tile whose 128 rows are
-    /// all its expert's loads them as one X box of 128 rows (the dense tile's A box) instead of
-    /// four of 32 (docs/fp8.md ledger rows 81 and 84; the default from row 101 to row 102).
-    StagedPairsWideOneBox,
-    /// `tm256bh`: `tm256b` with the X scales' slot offset kept in registers across the K loop
-    /// (advanced by x_rows mod 4 each K block) and read for every row, so that the full-stage
-    /// wait is followed by the scales' loads alone, as in the dense tile (docs/fp8.md row 100;
-    /// the default since row 102).
+    /// `tm256bh`: `tm256` with two parts of the dense `256tmd`'s feed: a tile whose 128 rows
+    /// are all its expert's loads them as one X box of 128 rows (the dense tile's A box) instead
+    /// of four of 32 (docs/fp8.md ledger rows 81 and 84), and the X scales' slot offset kept in
+    /// registers across the K loop (advanced by x_rows mod 4 each K block) and read for every
+    /// row, so that the full-stage wait is followed by the scales' loads alone, as in the dense
+    /// tile (row 100; the default since row 102). The one box alone (`tm256b`, the default of
+    /// rows 101-102) was deleted in row 130.
     StagedPairsWideOneBoxHoisted,
+    /// `tm256bhd`: `tm256bh` with the dense `256tmd`'s deferred epilogue: a consumer whose 64
+    /// rows are all its expert's sends its tile to Y by TMA stores under the next tile's first K
+    /// block instead of storing from registers while the tensor cores wait (docs/fp8.md row 131;
+    /// by name until it wins two rounds).
+    StagedPairsWideOneBoxHoistedDeferred,
+    /// `tm256bht`: `tm256bh` with the tiles past the last whole wave of pairs run as two half
+    /// tiles of 128 columns each, where they fit one wave, so that the busiest pair's last unit
+    /// takes half a tile's time (docs/fp8.md row 133; by name until it wins two rounds).
+    StagedPairsWideOneBoxHoistedTail,
 }
 
 impl Fp8GroupedFeed {
-    pub const ALL: [Fp8GroupedFeed; 6] = [
+    pub const ALL: [Fp8GroupedFeed; 7] = [
         Fp8GroupedFeed::Ldg,
         Fp8GroupedFeed::Staged,
         Fp8GroupedFeed::StagedPairs,
         Fp8GroupedFeed::StagedPairsWide,
-        Fp8GroupedFeed::StagedPairsWideOneBox,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail,
     ];
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
@@ -731,9 +741,9 @@ impl Fp8GroupedFeed {
 
     /// The feed measured fastest (H200, docs/fp8.md ledger rows 22 and 84): `tm256` ran
     /// contiguous 4 x 8192 rows in 1.481-1.482 ms against `ldg`'s 1.720-1.728 (1,298 TFLOPS) and
-    /// masked 4 x 256 in 55.2 us against 71.5 (1,090 TFLOPS); `tm256b` beat `tm256` in two rounds
-    /// (2026-11-30: 0.968-0.970x cuBLASLt's per-expert loop against 0.952-0.957x), and `tm256bh`
-    /// beat `tm256b` in two rounds (row 100: 0.992-1.000x the loop against 0.966-0.968x). It needs
+    /// masked 4 x 256 in 55.2 us against 71.5 (1,090 TFLOPS); `tm256` with the one X box
+    /// (`tm256b`, deleted) beat `tm256` in two rounds (2026-11-30: 0.968-0.970x cuBLASLt's
+    /// per-expert loop against 0.952-0.957x), and `tm256bh` beat `tm256b` in two rounds (row 100: 0.992-1.000x the loop against 0.966-0.968x). It needs
     /// X's scales where TMA can map them (`scales_mappable`: 16-byte aligned); else `ldg`.
     pub fn default_for(scales_mappable: bool) -> Fp8GroupedFeed {
         if scales_mappable {
@@ -749,8 +759,9 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::Staged => "t",
             Fp8GroupedFeed::StagedPairs => "tm",
             Fp8GroupedFeed::StagedPairsWide => "tm256",
-            Fp8GroupedFeed::StagedPairsWideOneBox => "tm256b",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => "tm256bh",
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred => "tm256bhd",
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => "tm256bht",
         }
     }
 }

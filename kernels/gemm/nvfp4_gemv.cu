@@ -86,18 +86,17 @@
 // a step. X's chunks sit at xswz's swizzle (c ^ ((c >> 2) & 2)) with rows 528 bytes apart, so
 // the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
 //
-// KILN_GEMV_PACKED = 1 with 5 (`KILN_FP4_GEMV=packstage`, M <= 4): the xstage ring on the GEMV
+// KILN_GEMV_PACKED = 1 with 5 (`KILN_FP4_GEMV=packstage2`, M <= 4): the xstage ring on the GEMV
 // layout, whose adjacent pairs leave X as it lies, so the stage's permute (a shared load, 4 PRMT
 // and a store a row of X, on every warp's path before its reads: G8's verdict) goes. What is
 // left of xstage against the X ring (xswz, pack's ring at M 2-8) is the 2-step stage: a commit,
 // a wait, two warp barriers and the copies' addressing a stage instead of a step, ~30 fewer
 // instructions a step of ~213 at M 4 (SASS, NVRTC 13.0). X has two slots of its own instead of
-// one in each weight slot, asked for a stage ahead (it comes from L2): 11.1 KB a warp at M 4
-// against 13.2, so the one-wave rule fits 5-warp CTAs at 4x8192x8192 (20 warps an SM, not 16).
-// KILN_GEMV_PS_RING = 2 (`KILN_FP4_GEMV=packstage2`): two weight slots, one stage in flight while
-// one is decoded (8.8 KB a warp at M 4: the X ring's 24 warps an SM at 4x8192x8192, 21 at
-// 4x14336x4096). Round 1 had packstage -19 % in instructions and its issue rate 57 -> 48 %: the
-// loop waits on latencies the X ring's extra warps hid.
+// one in each weight slot, asked for a stage ahead (it comes from L2), and two weight slots, one
+// stage in flight while one is decoded (8.8 KB a warp at M 4: the X ring's 24 warps an SM at
+// 4x8192x8192, 21 at 4x14336x4096). Its three-slot form (`packstage`, 20 warps an SM there) was
+// eliminated after two rounds (G31): 19 % fewer instructions, issue 57 -> 48 %, the loop waits
+// on latencies the X ring's extra warps hid.
 //
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
 // lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
@@ -188,9 +187,6 @@
 #if !defined(KILN_GEMV_EAGER)
 #define KILN_GEMV_EAGER 0
 #endif
-#if !defined(KILN_GEMV_PS_RING)
-#define KILN_GEMV_PS_RING 3
-#endif
 #if !defined(KILN_GEMV_PDL)
 #define KILN_GEMV_PDL 0
 #endif
@@ -254,10 +250,8 @@ constexpr u32 XR_PITCH = kXswz ? 272 : 256;      // xring: bytes between X's row
 constexpr u32 XR_X = TILES * RING_STEP;          // xring: where X starts in a slot (after each tile's step)
 constexpr int XS_RING = 3;                       // xstage: 2-step slots a warp's ring holds
 constexpr u32 XS_PITCH = 528;                    // xstage: bytes between X's rows (256 bf16, 16 more)
-// packstage: weight slots a warp's ring holds (KILN_GEMV_PS_RING, 3 or 2: `packstage2`, one stage
-// in flight while one is decoded, for the X ring's warps an SM)
-constexpr int PS_RING = KILN_GEMV_PS_RING;
-static_assert(PS_RING == 2 || PS_RING == 3, "packstage's ring holds 2 or 3 weight slots");
+// packstage2: weight slots a warp's ring holds (one stage in flight while one is decoded)
+constexpr int PS_RING = 2;
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -973,8 +967,8 @@ struct XsLane {
   u64 w, s, x;
   u64 ldx2;  // bytes between X's rows
   u32 wdst0, wdst1, xdst;
-  u32 xdst2;  // packstage: where the lane's odd copies of X land (xdst: its even ones)
-  bool x_in;  // packstage: the lane's row of X is below M
+  u32 xdst2;  // packstage2: where the lane's odd copies of X land (xdst: its even ones)
+  bool x_in;  // packstage2: the lane's row of X is below M
 };
 
 // The xstage ring's copies of stage `stage` into slot `dst`: when `fast` (the CTA's 16 rows
@@ -1001,7 +995,7 @@ __device__ __forceinline__ void issue_xstage_x(u32 dst, const GemvArgs& a, const
     u64 xs = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
     u32 xd = dst + l.xdst;
     if constexpr (kPacked) {
-      // packstage (M up to 4): lane L copies chunks L % 8 + 8 i of row L / 8 (its 4 copies from one
+      // packstage2 (M up to 4): lane L copies chunks L % 8 + 8 i of row L / 8 (its 4 copies from one
       // source at immediate offsets; chunk c at xs_chunk(c): xdst for even i, xdst2 for odd)
       if (l.x_in) {
         // a last stage of one step has its first 128 elements only: copies 2 and 3 zero-filled,
@@ -1107,14 +1101,14 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
   cp_async_wait<0>();
 }
 
-// packstage's ring of a warp for M rows of X: PS_RING weight slots (a lean stage each), then two
+// packstage2's ring of a warp for M rows of X: PS_RING weight slots (a lean stage each), then two
 // X slots of M rows of a stage's 256 bf16, XS_PITCH bytes apart (the host's packstage_warp_bytes).
 __device__ __forceinline__ u32 packstage_warp_bytes(int m) { return PS_RING * LEAN_SLOT + 2u * XS_PITCH * m; }
 
-// packstage's K loop of one warp: xstage_kloop's stages and copies, X in its own two slots.
-// Commit groups: the prologue's [W(0) .. W(PS_RING - 2), X(0)] and PS_RING - 2 empty ones, then
-// per iteration j [X(j + 1)] and [W(j + PS_RING - 1)]; stage j is whole once every group up to
-// X(j)'s is (at most PS_RING after it pending: with 3 slots W(j + 1), X(j + 1), W(j + 2)).
+// packstage2's K loop of one warp: xstage_kloop's stages and copies, X in its own two slots.
+// Commit groups: the prologue's [W(0), X(0)], then per iteration j [X(j + 1)] and [W(j + 1)];
+// stage j is whole once every group up to X(j)'s is (at most PS_RING after it pending: X(j + 1),
+// W(j + 1)).
 __device__ __forceinline__ void packstage_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
                                                 const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
   const int g = lane / 4, q = lane % 4, steps = a.k / STEP;

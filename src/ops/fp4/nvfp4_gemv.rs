@@ -160,15 +160,10 @@ impl GemvProblem {
         self.ring_warps_of(sms, xstage_warp_bytes(self.m), (self.k / 256).max(1))
     }
 
-    /// Warps per CTA of packstage's ring of `slots` weight slots: as the xstage ring's, its X in
-    /// two slots of its own (4x8192x8192: 5 warps with 3 slots, 4 CTAs an SM, 20 warps; 6 with
-    /// 2, 24 warps).
-    pub fn packstage_warps(&self, sms: u32, slots: u32) -> u32 {
-        self.ring_warps_of(
-            sms,
-            packstage_warp_bytes(self.m, slots),
-            (self.k / 256).max(1),
-        )
+    /// Warps per CTA of packstage2's ring: as the xstage ring's, its X in two slots of its own
+    /// (4x8192x8192: 6 warps, 4 CTAs an SM, 24 warps).
+    pub fn packstage_warps(&self, sms: u32) -> u32 {
+        self.ring_warps_of(sms, packstage_warp_bytes(self.m), (self.k / 256).max(1))
     }
 
     /// Warps per CTA of the two-tile X ring (`xswz2`): as the X ring's, over its CTAs of 32
@@ -409,29 +404,22 @@ pub fn xstage_warp_bytes(m: usize) -> u32 {
     XSTAGE_SLOTS * (LEAN_SLOT + XSTAGE_PITCH * m as u32)
 }
 
-/// The xstage ring on the GEMV layout (`KILN_FP4_GEMV=packstage`, M up to [`LEAN_MAX_M`];
-/// compiled only when asked for): its adjacent pairs leave X as it lies, so the stage's permute
-/// goes, and a stage's 2 steps share one commit, wait and pair of warp barriers; X in two slots
-/// of its own, a stage ahead (docs/fp4.md G31).
-pub fn spec_packstage(arch: &str) -> KernelSpec {
+/// The xstage ring on the GEMV layout with two weight slots a warp (`KILN_FP4_GEMV=packstage2`,
+/// M up to [`LEAN_MAX_M`]; compiled only when asked for): its adjacent pairs leave X as it lies,
+/// so the stage's permute goes, and a stage's 2 steps share one commit, wait and pair of warp
+/// barriers; X in two slots of its own, a stage ahead; one stage in flight while one is decoded,
+/// for the X ring's warps an SM (docs/fp4.md G32; its three-slot form, G31, eliminated).
+pub fn spec_packstage2(arch: &str) -> KernelSpec {
     spec_xstage(arch).define("KILN_GEMV_PACKED", 1)
 }
 
-/// [`spec_packstage`] with `slots` weight slots a warp (3, or 2: `KILN_FP4_GEMV=packstage2`, one
-/// stage in flight while one is decoded, for the X ring's warps an SM; compiled only when asked
-/// for).
-pub fn spec_packstage_ring(arch: &str, slots: u32) -> KernelSpec {
-    if slots == XSTAGE_SLOTS {
-        spec_packstage(arch)
-    } else {
-        spec_packstage(arch).define("KILN_GEMV_PS_RING", slots)
-    }
-}
+/// Weight slots in a warp's packstage2 ring: the kernel's PS_RING.
+pub const PACKSTAGE_SLOTS: u32 = 2;
 
-/// A warp's packstage ring for M rows of X: `slots` weight slots (a lean stage each), then two X
-/// slots of M rows [`XSTAGE_PITCH`] apart: the kernel's packstage_warp_bytes.
-pub fn packstage_warp_bytes(m: usize, slots: u32) -> u32 {
-    slots * LEAN_SLOT + 2 * XSTAGE_PITCH * m as u32
+/// A warp's packstage2 ring for M rows of X: [`PACKSTAGE_SLOTS`] weight slots (a lean stage
+/// each), then two X slots of M rows [`XSTAGE_PITCH`] apart: the kernel's packstage_warp_bytes.
+pub fn packstage_warp_bytes(m: usize) -> u32 {
+    PACKSTAGE_SLOTS * LEAN_SLOT + 2 * XSTAGE_PITCH * m as u32
 }
 
 /// Where the xstage ring puts X's 16-byte chunk `c` (0..31) of a stage's row: the kernel's
@@ -487,22 +475,12 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (
-                Fp4Gemv::Pack
-                | Fp4Gemv::Packsync
-                | Fp4Gemv::Pack1
-                | Fp4Gemv::PackStage
-                | Fp4Gemv::PackStage2,
-                1,
-            ) => Fp4Gemv::Lean,
-            (
-                Fp4Gemv::Pack
-                | Fp4Gemv::Packsync
-                | Fp4Gemv::Pack1
-                | Fp4Gemv::PackStage
-                | Fp4Gemv::PackStage2,
-                _,
-            ) => Fp4Gemv::Xswz,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage2, 1) => {
+                Fp4Gemv::Lean
+            }
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage2, _) => {
+                Fp4Gemv::Xswz
+            }
             (a, _) => a,
         };
         match asked {
@@ -534,11 +512,7 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (Ker
     let nf = if m > 8 { 2 } else { 1 };
     match path {
         // M up to LEAN_MAX_M (launch_on runs pack above)
-        Fp4Gemv::PackStage => (spec_packstage(arch), warps * packstage_warp_bytes(m, 3)),
-        Fp4Gemv::PackStage2 => (
-            spec_packstage_ring(arch, 2),
-            warps * packstage_warp_bytes(m, 2),
-        ),
+        Fp4Gemv::PackStage2 => (spec_packstage2(arch), warps * packstage_warp_bytes(m)),
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
@@ -638,11 +612,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack
-            | Fp4Gemv::Packsync
-            | Fp4Gemv::Pack1
-            | Fp4Gemv::PackStage
-            | Fp4Gemv::PackStage2
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage2
     ) && p.takes_gemv_layout()
 }
 
@@ -659,7 +629,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage | Fp4Gemv::PackStage2) => a,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage2) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -667,9 +637,9 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
 
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
-    // packstage: the xstage ring on the GEMV layout holds at most LEAN_MAX_M rows of X
+    // packstage2: the xstage ring on the GEMV layout holds at most LEAN_MAX_M rows of X
     let path = match path {
-        Fp4Gemv::PackStage | Fp4Gemv::PackStage2 if p.m > LEAN_MAX_M => Fp4Gemv::Pack,
+        Fp4Gemv::PackStage2 if p.m > LEAN_MAX_M => Fp4Gemv::Pack,
         a => a,
     };
     // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
@@ -683,8 +653,7 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
-        Fp4Gemv::PackStage => p.packstage_warps(sms, 3),
-        Fp4Gemv::PackStage2 => p.packstage_warps(sms, 2),
+        Fp4Gemv::PackStage2 => p.packstage_warps(sms),
         _ => p.warps(sms),
     };
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps, two);
@@ -1361,12 +1330,11 @@ mod tests {
                 spec_packsync("sm_90a", 4),
                 spec_pack1("sm_90a", 1),
                 with_pdl(spec_pack("sm_90a", 12)),
-                with_pdl(spec_packstage("sm_90a")),
-                with_pdl(spec_packstage_ring("sm_90a", 2)),
+                with_pdl(spec_packstage2("sm_90a")),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            let most = [112, 80, 80, 112, 80, 112, 80, 80, 80];
+            let most = [112, 80, 80, 112, 80, 112, 80, 80];
             for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
@@ -1383,22 +1351,16 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
-            assert_eq!(p.path(Fp4Gemv::PackStage), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::PackStage2), standard, "M {m} K {k}");
         }
-        // packstage's X in two slots of its own: 11,136 bytes a warp at M 4, so 5-warp CTAs
-        // keep 4x8192x8192's 512 CTAs in one wave on 132 SMs (4 an SM), 20 warps an SM
-        assert_eq!(packstage_warp_bytes(4, 3), 3 * 2304 + 2 * 528 * 4);
+        // packstage2's X in two slots of its own and two weight slots: 8,832 bytes a warp at M
+        // 4, so 6-warp CTAs keep 4x8192x8192's 512 CTAs in one wave on 132 SMs (4 an SM, the X
+        // ring's 24 warps), and 3-warp ones 4x14336x4096's 896 (7 an SM: 21)
+        assert_eq!(packstage_warp_bytes(4), 2 * 2304 + 2 * 528 * 4);
         let p = GemvProblem::new(4, 8192, 8192, DType::Bf16);
-        assert_eq!(p.packstage_warps(132, 3), 5);
-        // packstage2's two weight slots: the X ring's 6-warp CTAs there (24 an SM), and 3-warp
-        // ones at 4x14336x4096 (7 CTAs an SM: 21), where three slots leave 2
-        assert_eq!(p.packstage_warps(132, 2), 6);
+        assert_eq!(p.packstage_warps(132), 6);
         let wide = GemvProblem::new(4, 14336, 4096, DType::Bf16);
-        assert_eq!(
-            (wide.packstage_warps(132, 3), wide.packstage_warps(132, 2)),
-            (2, 3)
-        );
+        assert_eq!(wide.packstage_warps(132), 3);
     }
 
     /// The programmatic-dependent GEMV (the default) and the plain launches

@@ -196,6 +196,12 @@
 #if !defined(KILN_GEMV_TILES)
 #define KILN_GEMV_TILES 1
 #endif
+#if !defined(KILN_GEMV_XR_SLOTS)
+#define KILN_GEMV_XR_SLOTS 0
+#endif
+#if !defined(KILN_GEMV_XR_REGS)
+#define KILN_GEMV_XR_REGS 80
+#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
 constexpr int NACC = KILN_GEMV_ACC;
@@ -244,7 +250,12 @@ constexpr int LEAN_STEPS = 2;                    // lean: steps a stage
 constexpr u32 LEAN_CODES = 16 * LEAN_STEPS * 64; // a stage's codes: 16 rows x 128 bytes
 constexpr u32 LEAN_SLOT = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales (16 x 16)
 constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the host's LEAN_MAX_M)
-constexpr int XR_RING = TILES == 2 ? 3 : 4;      // xring: one-step slots a warp's ring holds
+// xring: one-step slots a warp's ring holds (KILN_GEMV_XR_SLOTS: 3 on the two-tile ring and on
+// the one-tile ring of `packwarps`, 4 otherwise)
+constexpr int XR_RING = KILN_GEMV_XR_SLOTS > 0 ? KILN_GEMV_XR_SLOTS : TILES == 2 ? 3 : 4;
+static_assert(XR_RING == 3 || XR_RING == 4, "the X ring holds 3 or 4 slots a warp");
+// a 3-slot ring steps its slots around (no modulo by 3)
+constexpr bool kXrStepped = XR_RING == 3;
 constexpr int XR_MAX_WARPS = 12;                 // xring: the most warps a CTA (the host's XR_MAX_WARPS)
 constexpr u32 XR_PITCH = kXswz ? 272 : 256;      // xring: bytes between X's rows in a slot
 constexpr u32 XR_X = TILES * RING_STEP;          // xring: where X starts in a slot (after each tile's step)
@@ -917,18 +928,18 @@ __device__ __forceinline__ void xring_kloop(Acc (&acc)[TILES], const GemvArgs& a
       if constexpr (kOrdered) __syncthreads();  // the CTA's step j copies asked for before any step j + 1
     }
   }
-  // TILES 2: the slots of step j and of step j + XR_RING - 1 stepped around the ring (3 slots:
+  // 3 slots: the slots of step j and of step j + XR_RING - 1 stepped around the ring (3 slots:
   // no modulo by 3)
   const u32 ring_end = ring + XR_RING * slot_bytes;
   u32 slot2 = ring, fill2 = ring + (XR_RING - 1) * slot_bytes;
   for (int j = 0; j < mine; ++j) {
     __syncwarp();  // every lane has read the slot that step j + XR_RING - 1 overwrites (step j - 1's)
-    const u32 fill = TILES > 1 ? fill2 : ring + ((j + XR_RING - 1) % XR_RING) * slot_bytes;
+    const u32 fill = kXrStepped ? fill2 : ring + ((j + XR_RING - 1) % XR_RING) * slot_bytes;
     issue_xring(fill, a, w, s, l, row0, lane, warp + (j + XR_RING - 1) * warps, steps, fast);
     cp_async_wait<XR_RING - 1>();  // this lane's copies of step j have landed
     __syncwarp();                  // and every lane's
-    const u32 slot = TILES > 1 ? slot2 : ring + (j % XR_RING) * slot_bytes;
-    if constexpr (TILES > 1) {
+    const u32 slot = kXrStepped ? slot2 : ring + (j % XR_RING) * slot_bytes;
+    if constexpr (kXrStepped) {
       fill2 = fill2 + slot_bytes == ring_end ? ring : fill2 + slot_bytes;
       slot2 = slot2 + slot_bytes == ring_end ? ring : slot2 + slot_bytes;
     }
@@ -1184,9 +1195,11 @@ __device__ __forceinline__ void packstage_kloop(Acc& acc, const GemvArgs& a, con
 }
 
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K. The X
-// ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit.
+// ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit;
+// `packwarps`' X ring at most 64 (KILN_GEMV_XR_REGS: two CTAs of 512 threads), so that 32 do.
+static_assert(KILN_GEMV_XR_REGS == 80 || KILN_GEMV_XR_REGS == 64, "the X ring's bound: 80 or 64 registers");
 #if KILN_GEMV_ASYNC == 4 || KILN_GEMV_ASYNC == 5
-#define GEMV_BOUNDS __launch_bounds__(XR_MAX_WARPS * 32, 2)
+#define GEMV_BOUNDS __launch_bounds__(KILN_GEMV_XR_REGS == 64 ? 512 : XR_MAX_WARPS * 32, 2)
 #else
 #define GEMV_BOUNDS __launch_bounds__(MAX_WARPS * 32, 1)
 #endif

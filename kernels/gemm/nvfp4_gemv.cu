@@ -86,18 +86,6 @@
 // a step. X's chunks sit at xswz's swizzle (c ^ ((c >> 2) & 2)) with rows 528 bytes apart, so
 // the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
 //
-// KILN_GEMV_PACKED = 1 with 5 (`KILN_FP4_GEMV=packstage2`, M <= 4): the xstage ring on the GEMV
-// layout, whose adjacent pairs leave X as it lies, so the stage's permute (a shared load, 4 PRMT
-// and a store a row of X, on every warp's path before its reads: G8's verdict) goes. What is
-// left of xstage against the X ring (xswz, pack's ring at M 2-8) is the 2-step stage: a commit,
-// a wait, two warp barriers and the copies' addressing a stage instead of a step, ~30 fewer
-// instructions a step of ~213 at M 4 (SASS, NVRTC 13.0). X has two slots of its own instead of
-// one in each weight slot, asked for a stage ahead (it comes from L2), and two weight slots, one
-// stage in flight while one is decoded (8.8 KB a warp at M 4: the X ring's 24 warps an SM at
-// 4x8192x8192, 21 at 4x14336x4096). Its three-slot form (`packstage`, 20 warps an SM there) was
-// eliminated after two rounds (G31): 19 % fewer instructions, issue 57 -> 48 %, the loop waits
-// on latencies the X ring's extra warps hid.
-//
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
 // lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
 // so that each pair decodes with fewer instructions). The standard word decodes a pair with a
@@ -219,12 +207,11 @@ static_assert(!kXfirst || kLean, "X first is the lean ring's");
 constexpr bool kLean1 = KILN_GEMV_LEAN1 == 1;
 static_assert(!kLean1 || (kLean && !kXfirst), "lean1 is the lean ring's, compiled for M 1");
 constexpr bool kPacked = KILN_GEMV_PACKED == 1;
-static_assert(!kPacked || (kLean && !kXfirst) || kXswz || kXstage, "the GEMV layout is read by lean, lean1, xswz and xstage");
+static_assert(!kPacked || (kLean && !kXfirst) || kXswz, "the GEMV layout is read by lean, lean1 and xswz");
 // the GEMV layout's adjacent pairs: X's words are the mma's B pairs as they are in memory
 constexpr bool kPairs = kPacked;
 // the paths whose ring holds X's pairs already in the mma's order (no byte permutes in a step)
 constexpr bool kXsorted = kLean || kXstage || kPairs;
-static_assert(!kXstage || !kPacked || kPairs, "xstage on the GEMV layout reads X as it lies: adjacent pairs");
 constexpr bool kEager = KILN_GEMV_EAGER == 1;
 static_assert(!kEager || kLean1, "the eager start is lean1's");
 // lean1's lazy start (its first stage alone), unless eager: the ring filled at once as lean's
@@ -261,8 +248,6 @@ constexpr u32 XR_PITCH = kXswz ? 272 : 256;      // xring: bytes between X's row
 constexpr u32 XR_X = TILES * RING_STEP;          // xring: where X starts in a slot (after each tile's step)
 constexpr int XS_RING = 3;                       // xstage: 2-step slots a warp's ring holds
 constexpr u32 XS_PITCH = 528;                    // xstage: bytes between X's rows (256 bf16, 16 more)
-// packstage2: weight slots a warp's ring holds (one stage in flight while one is decoded)
-constexpr int PS_RING = 2;
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -978,8 +963,6 @@ struct XsLane {
   u64 w, s, x;
   u64 ldx2;  // bytes between X's rows
   u32 wdst0, wdst1, xdst;
-  u32 xdst2;  // packstage2: where the lane's odd copies of X land (xdst: its even ones)
-  bool x_in;  // packstage2: the lane's row of X is below M
 };
 
 // The xstage ring's copies of stage `stage` into slot `dst`: when `fast` (the CTA's 16 rows
@@ -1002,26 +985,11 @@ __device__ __forceinline__ void issue_xstage_w(u32 dst, const GemvArgs& a, const
 
 __device__ __forceinline__ void issue_xstage_x(u32 dst, const GemvArgs& a, const XsLane& l, int lane, int stage,
                                                int steps) {
-  if (kPacked || (stage + 1) * LEAN_STEPS <= steps || lane < 16) {
+  if ((stage + 1) * LEAN_STEPS <= steps || lane < 16) {
     u64 xs = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
     u32 xd = dst + l.xdst;
-    if constexpr (kPacked) {
-      // packstage2 (M up to 4): lane L copies chunks L % 8 + 8 i of row L / 8 (its 4 copies from one
-      // source at immediate offsets; chunk c at xs_chunk(c): xdst for even i, xdst2 for odd)
-      if (l.x_in) {
-        // a last stage of one step has its first 128 elements only: copies 2 and 3 zero-filled,
-        // nothing read (no branch, one set of the copies' fillers)
-        const u32 second = (stage + 1) * LEAN_STEPS <= steps ? 16 : 0;
-        const u64 src = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + (i & 1 ? l.xdst2 : l.xdst) + 128 * i),
-                       "l"(src + 128 * i), "r"(i < 2 ? 16u : second));
-      }
-    } else {
 #pragma unroll 1  // M is small: a plain loop (unrolled, M 1 paid ~25 instructions of remainder logic)
-      for (int m = 0; m < a.m; ++m, xs += l.ldx2, xd += XS_PITCH) cp_async16_ca(xd, reinterpret_cast<const void*>(xs));
-    }
+    for (int m = 0; m < a.m; ++m, xs += l.ldx2, xd += XS_PITCH) cp_async16_ca(xd, reinterpret_cast<const void*>(xs));
   }
 }
 
@@ -1112,88 +1080,6 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
   cp_async_wait<0>();
 }
 
-// packstage2's ring of a warp for M rows of X: PS_RING weight slots (a lean stage each), then two
-// X slots of M rows of a stage's 256 bf16, XS_PITCH bytes apart (the host's packstage_warp_bytes).
-__device__ __forceinline__ u32 packstage_warp_bytes(int m) { return PS_RING * LEAN_SLOT + 2u * XS_PITCH * m; }
-
-// packstage2's K loop of one warp: xstage_kloop's stages and copies, X in its own two slots.
-// Commit groups: the prologue's [W(0), X(0)], then per iteration j [X(j + 1)] and [W(j + 1)];
-// stage j is whole once every group up to X(j)'s is (at most PS_RING after it pending: X(j + 1),
-// W(j + 1)).
-__device__ __forceinline__ void packstage_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
-                                                const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
-  const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
-  const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
-  const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
-  const u32 xbuf = ring + PS_RING * LEAN_SLOT, xslot = XS_PITCH * a.m;
-  const bool rows_in = row0 + 16 <= a.n;
-  XsLane l;  // rows clamped: only the fast path reads w and s
-  const int r = lane / 2, h = lane % 2, odd = r & 1;
-  l.w = reinterpret_cast<u64>(w + (i64)min(row0 + r, a.n - 1) * (a.k / 2) + 16 * h);
-  l.s = reinterpret_cast<u64>(s + (i64)min(row0 + r, a.n - 1) * (a.k / 16) + 8 * h);
-  const int xr = lane / 8, xc = lane % 8;  // the lane's X copies: row xr, chunks xc + 8 i
-  l.x_in = xr < a.m;
-  l.x = reinterpret_cast<u64>(x + (i64)min(xr, a.m - 1) * a.ldx + 8 * xc);
-  l.ldx2 = 0;
-  l.wdst0 = r * 128 + 16 * h + 64 * odd;
-  l.wdst1 = r * 128 + 16 * h - 64 * odd;
-  l.xdst = XS_PITCH * xr + 16 * xc;          // xs_chunk(xc + 8 i) for an even i: xc + 8 i
-  l.xdst2 = XS_PITCH * xr + 16 * (xc ^ 2);   // for an odd i: (xc + 8 i) ^ 2
-  // opaque to the compiler, which otherwise rebuilds them every stage
-  asm volatile("" : "+l"(l.w), "+l"(l.s), "+l"(l.x), "+r"(l.wdst0), "+r"(l.wdst1), "+r"(l.xdst), "+r"(l.xdst2));
-  // X's row of this lane's mma column, clamped, in an X slot (xstage_kloop's xa, xb)
-  const u32 xrow = XS_PITCH * min(g, a.m - 1) + 64 * q;
-  u32 xa = xrow + 16 * (q & 2), xb = xrow + 16 * (2 - (q & 2));
-  u32 rd0 = g * 128 + 16 * q + 64 * (g & 1), rd1 = g * 128 + 16 * q + 64 * (1 - (g & 1));
-  u32 sd = LEAN_CODES + 16 * g + 2 * q;
-  asm volatile("" : "+r"(xa), "+r"(xb), "+r"(rd0), "+r"(rd1), "+r"(sd));  // kept, not rebuilt every stage
-  const auto stage_of = [&](int j) { return warp + j * warps; };
-  const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
-  const auto ask_w = [&](u32 dst, int j) {
-    if (j < mine) issue_xstage_w(dst, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
-  };
-  const auto ask_x = [&](int j) {
-    if (j < mine) issue_xstage_x(xbuf + (j & 1) * xslot, a, l, lane, stage_of(j), steps);
-  };
-  // the prologue: the first two stages' weights before the PDL wait (a layer's constants), X after it
-#pragma unroll
-  for (int i = 0; i < PS_RING - 1; ++i) ask_w(ring + i * LEAN_SLOT, i);
-  if constexpr (kPdl) grid_dependency_wait();
-  ask_x(0);
-#pragma unroll
-  for (int i = 0; i < PS_RING - 1; ++i) cp_async_commit();
-  const u32 ring_end = ring + PS_RING * LEAN_SLOT;
-  u32 slot = ring, fill = ring + (PS_RING - 1) * LEAN_SLOT;
-  for (int j = 0; j < mine; ++j) {
-    __syncwarp();  // every lane is done with stage j - 1's weight slot and X slot, which these overwrite
-    ask_x(j + 1);
-    cp_async_commit();
-    ask_w(fill, j + PS_RING - 1);
-    cp_async_commit();
-    fill = fill + LEAN_SLOT == ring_end ? ring : fill + LEAN_SLOT;
-    cp_async_wait<PS_RING>();  // this lane's copies of stage j have landed
-    __syncwarp();        // and every lane's
-    const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
-    const u32 xs0 = xbuf + (j & 1) * xslot;
-#pragma unroll
-    for (int u = 0; u < LEAN_STEPS; ++u) {
-      if (u >= last) break;  // warp-uniform: a last, partial stage
-      WStep st;
-      read_kept(st, slot, rd0, rd1, sd, u);
-      XStep xs;
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        u32x4& d = xs.x[0][v];
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
-                     : "r"(xs0 + (v < 2 ? xa : xb) + 256 * u + 16 * (v % 2)));
-      }
-      compute_step<true>(acc, st, xs);
-    }
-    slot = slot + LEAN_SLOT == ring_end ? ring : slot + LEAN_SLOT;
-  }
-  cp_async_wait<0>();
-}
-
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K. The X
 // ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit;
 // `packwarps`' X ring at most 64 (KILN_GEMV_XR_REGS: two CTAs of 512 threads), so that 32 do.
@@ -1223,8 +1109,8 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   extern __shared__ __align__(16) unsigned char ring_raw[];
   if constexpr (kPdl) {
     launch_dependents();                         // the next kernel's CTAs may be placed as ours leave
-    // the lean and X rings (and xstage on the GEMV layout) wait after their first weight copies
-    if constexpr (!kLean && !kXring && !(kXstage && kPacked)) grid_dependency_wait();
+    // the lean and X rings wait after their first weight copies
+    if constexpr (!kLean && !kXring) grid_dependency_wait();
   }
   if constexpr (kAsync) {
     async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);
@@ -1235,8 +1121,6 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   } else if constexpr (kXring) {
     xring_kloop(acc_t, a, w, s, x, smem_u32(ring_raw) + warp * XR_RING * xring_slot_bytes(a.m), row0, warp, warps,
                 lane);
-  } else if constexpr (kXstage && kPacked) {
-    packstage_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * packstage_warp_bytes(a.m), row0, warp, warps, lane);
   } else if constexpr (kXstage) {
     xstage_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * XS_RING * xstage_slot_bytes(a.m), row0, warp, warps,
                  lane);

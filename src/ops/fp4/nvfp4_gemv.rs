@@ -160,12 +160,6 @@ impl GemvProblem {
         self.ring_warps_of(sms, xstage_warp_bytes(self.m), (self.k / 256).max(1))
     }
 
-    /// Warps per CTA of packstage2's ring: as the xstage ring's, its X in two slots of its own
-    /// (4x8192x8192: 6 warps, 4 CTAs an SM, 24 warps).
-    pub fn packstage_warps(&self, sms: u32) -> u32 {
-        self.ring_warps_of(sms, packstage_warp_bytes(self.m), (self.k / 256).max(1))
-    }
-
     /// Warps per CTA of the two-tile X ring (`xswz2`): as the X ring's, over its CTAs of 32
     /// rows (4x14336x4096: 448 CTAs, 4 an SM at M 4, 5 warps each, 20 an SM).
     pub fn xswz2_warps(&self, sms: u32) -> u32 {
@@ -450,24 +444,6 @@ pub fn xstage_warp_bytes(m: usize) -> u32 {
     XSTAGE_SLOTS * (LEAN_SLOT + XSTAGE_PITCH * m as u32)
 }
 
-/// The xstage ring on the GEMV layout with two weight slots a warp (`KILN_FP4_GEMV=packstage2`,
-/// M up to [`LEAN_MAX_M`]; compiled only when asked for): its adjacent pairs leave X as it lies,
-/// so the stage's permute goes, and a stage's 2 steps share one commit, wait and pair of warp
-/// barriers; X in two slots of its own, a stage ahead; one stage in flight while one is decoded,
-/// for the X ring's warps an SM (docs/fp4.md G32; its three-slot form, G31, eliminated).
-pub fn spec_packstage2(arch: &str) -> KernelSpec {
-    spec_xstage(arch).define("KILN_GEMV_PACKED", 1)
-}
-
-/// Weight slots in a warp's packstage2 ring: the kernel's PS_RING.
-pub const PACKSTAGE_SLOTS: u32 = 2;
-
-/// A warp's packstage2 ring for M rows of X: [`PACKSTAGE_SLOTS`] weight slots (a lean stage
-/// each), then two X slots of M rows [`XSTAGE_PITCH`] apart: the kernel's packstage_warp_bytes.
-pub fn packstage_warp_bytes(m: usize) -> u32 {
-    PACKSTAGE_SLOTS * LEAN_SLOT + 2 * XSTAGE_PITCH * m as u32
-}
-
 /// Where the xstage ring puts X's 16-byte chunk `c` (0..31) of a stage's row: the kernel's
 /// `xs_chunk`, xswz's swizzle.
 pub fn xstage_chunk(c: usize) -> usize {
@@ -521,22 +497,12 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (
-                Fp4Gemv::Pack
-                | Fp4Gemv::Packsync
-                | Fp4Gemv::Pack1
-                | Fp4Gemv::PackStage2
-                | Fp4Gemv::PackWarps,
-                1,
-            ) => Fp4Gemv::Lean,
-            (
-                Fp4Gemv::Pack
-                | Fp4Gemv::Packsync
-                | Fp4Gemv::Pack1
-                | Fp4Gemv::PackStage2
-                | Fp4Gemv::PackWarps,
-                _,
-            ) => Fp4Gemv::Xswz,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps, 1) => {
+                Fp4Gemv::Lean
+            }
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps, _) => {
+                Fp4Gemv::Xswz
+            }
             (a, _) => a,
         };
         match asked {
@@ -568,7 +534,6 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (Ker
     let nf = if m > 8 { 2 } else { 1 };
     match path {
         // M up to LEAN_MAX_M (launch_on runs pack above)
-        Fp4Gemv::PackStage2 => (spec_packstage2(arch), warps * packstage_warp_bytes(m)),
         // M 2-8 on the one-tile ring (launch_on runs pack elsewhere)
         Fp4Gemv::PackWarps => (spec_packwarps(arch), warps * packwarps_warp_bytes(m)),
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
@@ -670,11 +635,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack
-            | Fp4Gemv::Packsync
-            | Fp4Gemv::Pack1
-            | Fp4Gemv::PackStage2
-            | Fp4Gemv::PackWarps
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps
     ) && p.takes_gemv_layout()
 }
 
@@ -691,7 +652,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage2 | Fp4Gemv::PackWarps) => a,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -699,10 +660,8 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
 
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
-    // packstage2: the xstage ring on the GEMV layout holds at most LEAN_MAX_M rows of X
     // packwarps: its ring is pack's one-tile X ring at M 2-8; pack's own path elsewhere
     let path = match path {
-        Fp4Gemv::PackStage2 if p.m > LEAN_MAX_M => Fp4Gemv::Pack,
         Fp4Gemv::PackWarps if p.m == 1 || p.m > 8 || p.two_tiles_pay(sms) => Fp4Gemv::Pack,
         a => a,
     };
@@ -717,7 +676,6 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
-        Fp4Gemv::PackStage2 => p.packstage_warps(sms),
         Fp4Gemv::PackWarps => p.packwarps_warps(sms),
         _ => p.warps(sms),
     };
@@ -1395,12 +1353,11 @@ mod tests {
                 spec_packsync("sm_90a", 4),
                 spec_pack1("sm_90a", 1),
                 with_pdl(spec_pack("sm_90a", 12)),
-                with_pdl(spec_packstage2("sm_90a")),
                 with_pdl(spec_packwarps("sm_90a")),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            let most = [112, 80, 80, 112, 80, 112, 80, 80, 64];
+            let most = [112, 80, 80, 112, 80, 112, 80, 64];
             for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
@@ -1417,17 +1374,10 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
-            assert_eq!(p.path(Fp4Gemv::PackStage2), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::PackWarps), standard, "M {m} K {k}");
         }
-        // packstage2's X in two slots of its own and two weight slots: 8,832 bytes a warp at M
-        // 4, so 6-warp CTAs keep 4x8192x8192's 512 CTAs in one wave on 132 SMs (4 an SM, the X
-        // ring's 24 warps), and 3-warp ones 4x14336x4096's 896 (7 an SM: 21)
-        assert_eq!(packstage_warp_bytes(4), 2 * 2304 + 2 * 528 * 4);
         let p = GemvProblem::new(4, 8192, 8192, DType::Bf16);
-        assert_eq!(p.packstage_warps(132), 6);
         let wide = GemvProblem::new(4, 14336, 4096, DType::Bf16);
-        assert_eq!(wide.packstage_warps(132), 3);
         // packwarps: 3 slots of 2,240 bytes a warp at M 4 and 64 registers put 8-warp CTAs on
         // 4x8192x8192 (4 an SM, 32 warps: xswz 6, 24) and 4-warp ones on 4x14336x4096 (7 an
         // SM: 28 against 21)

@@ -45,14 +45,16 @@ extern "C" __global__ void chase(const u64* p, u64 start, u32 hops, u64* out) {
 
 // a contiguous chunk a CTA; each thread asks for U 16-byte pieces by cp.async (no registers
 // held, as the GEMV's rings copy), each into a slot of its own, then waits for all of them: U x
-// 16 B a thread in flight at most. (One slot a thread for every copy measured 8-16 TB/s over 1 GB
-// on the H200, over its HBM's peak: copies in flight to one shared address are not all served
-// from DRAM, so each has its own here.)
+// 16 B a thread in flight at most. Copy u of the CTA's threads lands in row u of the slots, a
+// lane's 16 bytes beside its neighbours' (conflict-free). (The probe of the early call put every
+// copy of a thread in one slot: 8-16 TB/s over 1 GB, over the HBM's peak, so copies in flight to
+// one shared address are not all served from DRAM; round 1's put a thread's U slots side by side:
+// U-way bank conflicts on the copies' writes held every U >= 2 at ~2.2 TB/s.)
 template <int U>
 __device__ __forceinline__ void rd(const u4* __restrict__ buf, u64 n16, u32* sink) {
   extern __shared__ u4 scratch[];  // U 16-byte slots a thread
   u32 dst;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(dst) : "l"(scratch + threadIdx.x * U));
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(dst) : "l"(scratch + threadIdx.x));
   const u64 per = (n16 + gridDim.x - 1) / gridDim.x;
   const u64 beg = blockIdx.x * per, end = beg + per < n16 ? beg + per : n16;
   const u32 t = blockDim.x;
@@ -60,12 +62,12 @@ __device__ __forceinline__ void rd(const u4* __restrict__ buf, u64 n16, u32* sin
   for (; i + (U - 1) * (u64)t < end; i += U * (u64)t) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 16 * u), "l"(buf + i + u * (u64)t) : "memory");
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 16 * u * t), "l"(buf + i + u * (u64)t) : "memory");
     asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
   }
   for (; i < end; i += t) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(buf + i) : "memory");
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
-  if (scratch[threadIdx.x * U].x == 0x9e3779b9u && scratch[threadIdx.x * U].y == 0x12345u) sink[0] = 1;
+  if (scratch[threadIdx.x].x == 0x9e3779b9u && scratch[threadIdx.x].y == 0x12345u) sink[0] = 1;
 }
 #define RD(U) extern "C" __global__ void __launch_bounds__(1024) rd##U(const u4* b, u64 n, u32* s) { rd<U>(b, n, s); }
 RD(1) RD(2) RD(4) RD(8) RD(16)

@@ -86,6 +86,12 @@
 // a step. X's chunks sit at xswz's swizzle (c ^ ((c >> 2) & 2)) with rows 528 bytes apart, so
 // the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
 //
+// KILN_GEMV_XR_SLOTS = 3 and KILN_GEMV_XR_REGS = 64 with 4 (`KILN_FP4_GEMV=packwarps`, pack's
+// one-tile ring at M 2-8): 3 slots a warp (two in flight) and at most 64 registers, so that the
+// host's one-wave rule fits up to 32 warps an SM instead of 24 (G41). Round 1 (H200): 31 % more
+// warps a scheduler made each warp 27 % slower, equal time at 4x8192x8192; -4.6 % at 4x4096x4096
+// (the same warps there: the smaller first generation of two slots in flight).
+//
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
 // lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
 // so that each pair decodes with fewer instructions). The standard word decodes a pair with a

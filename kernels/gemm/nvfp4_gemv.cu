@@ -86,18 +86,11 @@
 // a step. X's chunks sit at xswz's swizzle (c ^ ((c >> 2) & 2)) with rows 528 bytes apart, so
 // the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
 //
-// KILN_GEMV_PACKED = 1 with 5 (`KILN_FP4_GEMV=packstage`, M <= 4): the xstage ring on the GEMV
-// layout, whose adjacent pairs leave X as it lies, so the stage's permute (a shared load, 4 PRMT
-// and a store a row of X, on every warp's path before its reads: G8's verdict) goes. What is
-// left of xstage against the X ring (xswz, pack's ring at M 2-8) is the 2-step stage: a commit,
-// a wait, two warp barriers and the copies' addressing a stage instead of a step, ~30 fewer
-// instructions a step of ~213 at M 4 (SASS, NVRTC 13.0). X has two slots of its own instead of
-// one in each weight slot, asked for a stage ahead (it comes from L2): 11.1 KB a warp at M 4
-// against 13.2, so the one-wave rule fits 5-warp CTAs at 4x8192x8192 (20 warps an SM, not 16).
-// KILN_GEMV_PS_RING = 2 (`KILN_FP4_GEMV=packstage2`): two weight slots, one stage in flight while
-// one is decoded (8.8 KB a warp at M 4: the X ring's 24 warps an SM at 4x8192x8192, 21 at
-// 4x14336x4096). Round 1 had packstage -19 % in instructions and its issue rate 57 -> 48 %: the
-// loop waits on latencies the X ring's extra warps hid.
+// KILN_GEMV_XR_SLOTS = 3 and KILN_GEMV_XR_REGS = 64 with 4 (`KILN_FP4_GEMV=packwarps`, pack's
+// one-tile ring at M 2-8): 3 slots a warp (two in flight) and at most 64 registers, so that the
+// host's one-wave rule fits up to 32 warps an SM instead of 24 (G41). Round 1 (H200): 31 % more
+// warps a scheduler made each warp 27 % slower, equal time at 4x8192x8192; -4.6 % at 4x4096x4096
+// (the same warps there: the smaller first generation of two slots in flight).
 //
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
 // lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
@@ -188,9 +181,6 @@
 #if !defined(KILN_GEMV_EAGER)
 #define KILN_GEMV_EAGER 0
 #endif
-#if !defined(KILN_GEMV_PS_RING)
-#define KILN_GEMV_PS_RING 3
-#endif
 #if !defined(KILN_GEMV_PDL)
 #define KILN_GEMV_PDL 0
 #endif
@@ -199,6 +189,12 @@
 #endif
 #if !defined(KILN_GEMV_TILES)
 #define KILN_GEMV_TILES 1
+#endif
+#if !defined(KILN_GEMV_XR_SLOTS)
+#define KILN_GEMV_XR_SLOTS 0
+#endif
+#if !defined(KILN_GEMV_XR_REGS)
+#define KILN_GEMV_XR_REGS 80
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
@@ -217,12 +213,11 @@ static_assert(!kXfirst || kLean, "X first is the lean ring's");
 constexpr bool kLean1 = KILN_GEMV_LEAN1 == 1;
 static_assert(!kLean1 || (kLean && !kXfirst), "lean1 is the lean ring's, compiled for M 1");
 constexpr bool kPacked = KILN_GEMV_PACKED == 1;
-static_assert(!kPacked || (kLean && !kXfirst) || kXswz || kXstage, "the GEMV layout is read by lean, lean1, xswz and xstage");
+static_assert(!kPacked || (kLean && !kXfirst) || kXswz, "the GEMV layout is read by lean, lean1 and xswz");
 // the GEMV layout's adjacent pairs: X's words are the mma's B pairs as they are in memory
 constexpr bool kPairs = kPacked;
 // the paths whose ring holds X's pairs already in the mma's order (no byte permutes in a step)
 constexpr bool kXsorted = kLean || kXstage || kPairs;
-static_assert(!kXstage || !kPacked || kPairs, "xstage on the GEMV layout reads X as it lies: adjacent pairs");
 constexpr bool kEager = KILN_GEMV_EAGER == 1;
 static_assert(!kEager || kLean1, "the eager start is lean1's");
 // lean1's lazy start (its first stage alone), unless eager: the ring filled at once as lean's
@@ -248,16 +243,17 @@ constexpr int LEAN_STEPS = 2;                    // lean: steps a stage
 constexpr u32 LEAN_CODES = 16 * LEAN_STEPS * 64; // a stage's codes: 16 rows x 128 bytes
 constexpr u32 LEAN_SLOT = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales (16 x 16)
 constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the host's LEAN_MAX_M)
-constexpr int XR_RING = TILES == 2 ? 3 : 4;      // xring: one-step slots a warp's ring holds
+// xring: one-step slots a warp's ring holds (KILN_GEMV_XR_SLOTS: 3 on the two-tile ring and on
+// the one-tile ring of `packwarps`, 4 otherwise)
+constexpr int XR_RING = KILN_GEMV_XR_SLOTS > 0 ? KILN_GEMV_XR_SLOTS : TILES == 2 ? 3 : 4;
+static_assert(XR_RING == 3 || XR_RING == 4, "the X ring holds 3 or 4 slots a warp");
+// a 3-slot ring steps its slots around (no modulo by 3)
+constexpr bool kXrStepped = XR_RING == 3;
 constexpr int XR_MAX_WARPS = 12;                 // xring: the most warps a CTA (the host's XR_MAX_WARPS)
 constexpr u32 XR_PITCH = kXswz ? 272 : 256;      // xring: bytes between X's rows in a slot
 constexpr u32 XR_X = TILES * RING_STEP;          // xring: where X starts in a slot (after each tile's step)
 constexpr int XS_RING = 3;                       // xstage: 2-step slots a warp's ring holds
 constexpr u32 XS_PITCH = 528;                    // xstage: bytes between X's rows (256 bf16, 16 more)
-// packstage: weight slots a warp's ring holds (KILN_GEMV_PS_RING, 3 or 2: `packstage2`, one stage
-// in flight while one is decoded, for the X ring's warps an SM)
-constexpr int PS_RING = KILN_GEMV_PS_RING;
-static_assert(PS_RING == 2 || PS_RING == 3, "packstage's ring holds 2 or 3 weight slots");
 constexpr int UNROLL = NF == 1 ? 4 : 2;  // steps per iteration; the next iteration's are in flight meanwhile
 
 // Laid out as GemvArgs in src/ops/fp4/nvfp4_gemv.rs.
@@ -923,18 +919,18 @@ __device__ __forceinline__ void xring_kloop(Acc (&acc)[TILES], const GemvArgs& a
       if constexpr (kOrdered) __syncthreads();  // the CTA's step j copies asked for before any step j + 1
     }
   }
-  // TILES 2: the slots of step j and of step j + XR_RING - 1 stepped around the ring (3 slots:
+  // 3 slots: the slots of step j and of step j + XR_RING - 1 stepped around the ring (3 slots:
   // no modulo by 3)
   const u32 ring_end = ring + XR_RING * slot_bytes;
   u32 slot2 = ring, fill2 = ring + (XR_RING - 1) * slot_bytes;
   for (int j = 0; j < mine; ++j) {
     __syncwarp();  // every lane has read the slot that step j + XR_RING - 1 overwrites (step j - 1's)
-    const u32 fill = TILES > 1 ? fill2 : ring + ((j + XR_RING - 1) % XR_RING) * slot_bytes;
+    const u32 fill = kXrStepped ? fill2 : ring + ((j + XR_RING - 1) % XR_RING) * slot_bytes;
     issue_xring(fill, a, w, s, l, row0, lane, warp + (j + XR_RING - 1) * warps, steps, fast);
     cp_async_wait<XR_RING - 1>();  // this lane's copies of step j have landed
     __syncwarp();                  // and every lane's
-    const u32 slot = TILES > 1 ? slot2 : ring + (j % XR_RING) * slot_bytes;
-    if constexpr (TILES > 1) {
+    const u32 slot = kXrStepped ? slot2 : ring + (j % XR_RING) * slot_bytes;
+    if constexpr (kXrStepped) {
       fill2 = fill2 + slot_bytes == ring_end ? ring : fill2 + slot_bytes;
       slot2 = slot2 + slot_bytes == ring_end ? ring : slot2 + slot_bytes;
     }
@@ -973,8 +969,6 @@ struct XsLane {
   u64 w, s, x;
   u64 ldx2;  // bytes between X's rows
   u32 wdst0, wdst1, xdst;
-  u32 xdst2;  // packstage: where the lane's odd copies of X land (xdst: its even ones)
-  bool x_in;  // packstage: the lane's row of X is below M
 };
 
 // The xstage ring's copies of stage `stage` into slot `dst`: when `fast` (the CTA's 16 rows
@@ -997,26 +991,11 @@ __device__ __forceinline__ void issue_xstage_w(u32 dst, const GemvArgs& a, const
 
 __device__ __forceinline__ void issue_xstage_x(u32 dst, const GemvArgs& a, const XsLane& l, int lane, int stage,
                                                int steps) {
-  if (kPacked || (stage + 1) * LEAN_STEPS <= steps || lane < 16) {
+  if ((stage + 1) * LEAN_STEPS <= steps || lane < 16) {
     u64 xs = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
     u32 xd = dst + l.xdst;
-    if constexpr (kPacked) {
-      // packstage (M up to 4): lane L copies chunks L % 8 + 8 i of row L / 8 (its 4 copies from one
-      // source at immediate offsets; chunk c at xs_chunk(c): xdst for even i, xdst2 for odd)
-      if (l.x_in) {
-        // a last stage of one step has its first 128 elements only: copies 2 and 3 zero-filled,
-        // nothing read (no branch, one set of the copies' fillers)
-        const u32 second = (stage + 1) * LEAN_STEPS <= steps ? 16 : 0;
-        const u64 src = l.x + (u64)stage * (LEAN_STEPS * STEP * 2);
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + (i & 1 ? l.xdst2 : l.xdst) + 128 * i),
-                       "l"(src + 128 * i), "r"(i < 2 ? 16u : second));
-      }
-    } else {
 #pragma unroll 1  // M is small: a plain loop (unrolled, M 1 paid ~25 instructions of remainder logic)
-      for (int m = 0; m < a.m; ++m, xs += l.ldx2, xd += XS_PITCH) cp_async16_ca(xd, reinterpret_cast<const void*>(xs));
-    }
+    for (int m = 0; m < a.m; ++m, xs += l.ldx2, xd += XS_PITCH) cp_async16_ca(xd, reinterpret_cast<const void*>(xs));
   }
 }
 
@@ -1107,92 +1086,12 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
   cp_async_wait<0>();
 }
 
-// packstage's ring of a warp for M rows of X: PS_RING weight slots (a lean stage each), then two
-// X slots of M rows of a stage's 256 bf16, XS_PITCH bytes apart (the host's packstage_warp_bytes).
-__device__ __forceinline__ u32 packstage_warp_bytes(int m) { return PS_RING * LEAN_SLOT + 2u * XS_PITCH * m; }
-
-// packstage's K loop of one warp: xstage_kloop's stages and copies, X in its own two slots.
-// Commit groups: the prologue's [W(0) .. W(PS_RING - 2), X(0)] and PS_RING - 2 empty ones, then
-// per iteration j [X(j + 1)] and [W(j + PS_RING - 1)]; stage j is whole once every group up to
-// X(j)'s is (at most PS_RING after it pending: with 3 slots W(j + 1), X(j + 1), W(j + 2)).
-__device__ __forceinline__ void packstage_kloop(Acc& acc, const GemvArgs& a, const u8* w, const u8* s,
-                                                const bf16* x, u32 ring, int row0, int warp, int warps, int lane) {
-  const int g = lane / 4, q = lane % 4, steps = a.k / STEP;
-  const int stages = (steps + LEAN_STEPS - 1) / LEAN_STEPS;
-  const int mine = stages > warp ? (stages - warp + warps - 1) / warps : 0;
-  const u32 xbuf = ring + PS_RING * LEAN_SLOT, xslot = XS_PITCH * a.m;
-  const bool rows_in = row0 + 16 <= a.n;
-  XsLane l;  // rows clamped: only the fast path reads w and s
-  const int r = lane / 2, h = lane % 2, odd = r & 1;
-  l.w = reinterpret_cast<u64>(w + (i64)min(row0 + r, a.n - 1) * (a.k / 2) + 16 * h);
-  l.s = reinterpret_cast<u64>(s + (i64)min(row0 + r, a.n - 1) * (a.k / 16) + 8 * h);
-  const int xr = lane / 8, xc = lane % 8;  // the lane's X copies: row xr, chunks xc + 8 i
-  l.x_in = xr < a.m;
-  l.x = reinterpret_cast<u64>(x + (i64)min(xr, a.m - 1) * a.ldx + 8 * xc);
-  l.ldx2 = 0;
-  l.wdst0 = r * 128 + 16 * h + 64 * odd;
-  l.wdst1 = r * 128 + 16 * h - 64 * odd;
-  l.xdst = XS_PITCH * xr + 16 * xc;          // xs_chunk(xc + 8 i) for an even i: xc + 8 i
-  l.xdst2 = XS_PITCH * xr + 16 * (xc ^ 2);   // for an odd i: (xc + 8 i) ^ 2
-  // opaque to the compiler, which otherwise rebuilds them every stage
-  asm volatile("" : "+l"(l.w), "+l"(l.s), "+l"(l.x), "+r"(l.wdst0), "+r"(l.wdst1), "+r"(l.xdst), "+r"(l.xdst2));
-  // X's row of this lane's mma column, clamped, in an X slot (xstage_kloop's xa, xb)
-  const u32 xrow = XS_PITCH * min(g, a.m - 1) + 64 * q;
-  u32 xa = xrow + 16 * (q & 2), xb = xrow + 16 * (2 - (q & 2));
-  u32 rd0 = g * 128 + 16 * q + 64 * (g & 1), rd1 = g * 128 + 16 * q + 64 * (1 - (g & 1));
-  u32 sd = LEAN_CODES + 16 * g + 2 * q;
-  asm volatile("" : "+r"(xa), "+r"(xb), "+r"(rd0), "+r"(rd1), "+r"(sd));  // kept, not rebuilt every stage
-  const auto stage_of = [&](int j) { return warp + j * warps; };
-  const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
-  const auto ask_w = [&](u32 dst, int j) {
-    if (j < mine) issue_xstage_w(dst, a, w, s, l, row0, lane, stage_of(j), steps, fast(stage_of(j)));
-  };
-  const auto ask_x = [&](int j) {
-    if (j < mine) issue_xstage_x(xbuf + (j & 1) * xslot, a, l, lane, stage_of(j), steps);
-  };
-  // the prologue: the first two stages' weights before the PDL wait (a layer's constants), X after it
-#pragma unroll
-  for (int i = 0; i < PS_RING - 1; ++i) ask_w(ring + i * LEAN_SLOT, i);
-  if constexpr (kPdl) grid_dependency_wait();
-  ask_x(0);
-#pragma unroll
-  for (int i = 0; i < PS_RING - 1; ++i) cp_async_commit();
-  const u32 ring_end = ring + PS_RING * LEAN_SLOT;
-  u32 slot = ring, fill = ring + (PS_RING - 1) * LEAN_SLOT;
-  for (int j = 0; j < mine; ++j) {
-    __syncwarp();  // every lane is done with stage j - 1's weight slot and X slot, which these overwrite
-    ask_x(j + 1);
-    cp_async_commit();
-    ask_w(fill, j + PS_RING - 1);
-    cp_async_commit();
-    fill = fill + LEAN_SLOT == ring_end ? ring : fill + LEAN_SLOT;
-    cp_async_wait<PS_RING>();  // this lane's copies of stage j have landed
-    __syncwarp();        // and every lane's
-    const int stage = stage_of(j), last = min(LEAN_STEPS, steps - stage * LEAN_STEPS);
-    const u32 xs0 = xbuf + (j & 1) * xslot;
-#pragma unroll
-    for (int u = 0; u < LEAN_STEPS; ++u) {
-      if (u >= last) break;  // warp-uniform: a last, partial stage
-      WStep st;
-      read_kept(st, slot, rd0, rd1, sd, u);
-      XStep xs;
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        u32x4& d = xs.x[0][v];
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
-                     : "r"(xs0 + (v < 2 ? xa : xb) + 256 * u + 16 * (v % 2)));
-      }
-      compute_step<true>(acc, st, xs);
-    }
-    slot = slot + LEAN_SLOT == ring_end ? ring : slot + LEAN_SLOT;
-  }
-  cp_async_wait<0>();
-}
-
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K. The X
-// ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit.
+// ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit;
+// `packwarps`' X ring at most 64 (KILN_GEMV_XR_REGS: two CTAs of 512 threads), so that 32 do.
+static_assert(KILN_GEMV_XR_REGS == 80 || KILN_GEMV_XR_REGS == 64, "the X ring's bound: 80 or 64 registers");
 #if KILN_GEMV_ASYNC == 4 || KILN_GEMV_ASYNC == 5
-#define GEMV_BOUNDS __launch_bounds__(XR_MAX_WARPS * 32, 2)
+#define GEMV_BOUNDS __launch_bounds__(KILN_GEMV_XR_REGS == 64 ? 512 : XR_MAX_WARPS * 32, 2)
 #else
 #define GEMV_BOUNDS __launch_bounds__(MAX_WARPS * 32, 1)
 #endif
@@ -1216,8 +1115,8 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   extern __shared__ __align__(16) unsigned char ring_raw[];
   if constexpr (kPdl) {
     launch_dependents();                         // the next kernel's CTAs may be placed as ours leave
-    // the lean and X rings (and xstage on the GEMV layout) wait after their first weight copies
-    if constexpr (!kLean && !kXring && !(kXstage && kPacked)) grid_dependency_wait();
+    // the lean and X rings wait after their first weight copies
+    if constexpr (!kLean && !kXring) grid_dependency_wait();
   }
   if constexpr (kAsync) {
     async_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * RING * RING_STEP, row0, warp, warps, lane);
@@ -1228,8 +1127,6 @@ extern "C" __global__ void GEMV_BOUNDS nvfp4_gemv(const GemvArgs a) {
   } else if constexpr (kXring) {
     xring_kloop(acc_t, a, w, s, x, smem_u32(ring_raw) + warp * XR_RING * xring_slot_bytes(a.m), row0, warp, warps,
                 lane);
-  } else if constexpr (kXstage && kPacked) {
-    packstage_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * packstage_warp_bytes(a.m), row0, warp, warps, lane);
   } else if constexpr (kXstage) {
     xstage_kloop(acc, a, w, s, x, smem_u32(ring_raw) + warp * XS_RING * xstage_slot_bytes(a.m), row0, warp, warps,
                  lane);

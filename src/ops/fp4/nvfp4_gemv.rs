@@ -160,21 +160,30 @@ impl GemvProblem {
         self.ring_warps_of(sms, xstage_warp_bytes(self.m), (self.k / 256).max(1))
     }
 
-    /// Warps per CTA of packstage's ring of `slots` weight slots: as the xstage ring's, its X in
-    /// two slots of its own (4x8192x8192: 5 warps with 3 slots, 4 CTAs an SM, 20 warps; 6 with
-    /// 2, 24 warps).
-    pub fn packstage_warps(&self, sms: u32, slots: u32) -> u32 {
-        self.ring_warps_of(
-            sms,
-            packstage_warp_bytes(self.m, slots),
-            (self.k / 256).max(1),
-        )
-    }
-
     /// Warps per CTA of the two-tile X ring (`xswz2`): as the X ring's, over its CTAs of 32
     /// rows (4x14336x4096: 448 CTAs, 4 an SM at M 4, 5 warps each, 20 an SM).
     pub fn xswz2_warps(&self, sms: u32) -> u32 {
-        self.ring_warps_rows(sms, xswz2_warp_bytes(self.m), (self.k / 128).max(1), 32)
+        self.ring_warps_rows(
+            sms,
+            xswz2_warp_bytes(self.m),
+            (self.k / 128).max(1),
+            32,
+            XRING_REGS,
+        )
+    }
+
+    /// Warps per CTA of `packwarps`' X ring ([`PACKWARPS_SLOTS`] slots a warp, at most
+    /// [`PACKWARPS_REGS`] registers): as the X ring's, so that an SM holds up to 32 warps
+    /// (4x8192x8192: 8 warps, 4 CTAs an SM, against xswz's 6; 4x14336x4096: 4, 7 CTAs an SM,
+    /// 28 warps against 21).
+    pub fn packwarps_warps(&self, sms: u32) -> u32 {
+        self.ring_warps_rows(
+            sms,
+            packwarps_warp_bytes(self.m),
+            (self.k / 128).max(1),
+            16,
+            PACKWARPS_REGS as usize,
+        )
     }
 
     /// Whether `pack` runs the two-tile X ring on codes in the GEMV layout: M 2-8, K a multiple
@@ -197,17 +206,24 @@ impl GemvProblem {
     /// The most warps a CTA (up to [`XRING_MAX_WARPS`] and `units`, a warp's share of K at
     /// least one) that keep the grid in one wave with `per_warp` bytes of shared memory a warp.
     fn ring_warps_of(&self, sms: u32, per_warp: u32, units: usize) -> u32 {
-        self.ring_warps_rows(sms, per_warp, units, 16)
+        self.ring_warps_rows(sms, per_warp, units, 16, XRING_REGS)
     }
 
-    /// [`Self::ring_warps_of`] for CTAs of `rows` rows of W.
-    fn ring_warps_rows(&self, sms: u32, per_warp: u32, units: usize, rows: usize) -> u32 {
+    /// [`Self::ring_warps_of`] for CTAs of `rows` rows of W and `regs` registers a thread.
+    fn ring_warps_rows(
+        &self,
+        sms: u32,
+        per_warp: u32,
+        units: usize,
+        rows: usize,
+        regs: usize,
+    ) -> u32 {
         let ctas = self.n.div_ceil(rows) * self.batch;
         let per_warp = per_warp as usize;
         let resident = |w: usize| -> usize {
             // 1 KB of shared memory a CTA is the driver's; 64 warps an SM
             let by_smem = 228 * 1024 / (w * per_warp + 1024);
-            let by_regs = 65536 / (w * 32 * XRING_REGS);
+            let by_regs = 65536 / (w * 32 * regs);
             by_smem.min(by_regs).min(64 / w).min(32) * sms.max(1) as usize
         };
         let most = (XRING_MAX_WARPS as usize).min(units);
@@ -386,6 +402,25 @@ pub fn spec_pack2(arch: &str, m: usize) -> KernelSpec {
     }
 }
 
+/// `KILN_FP4_GEMV=packwarps` (compiled only when asked for): `pack`, but at M 2-8 where `pack`
+/// runs the one-tile X ring, that ring with [`PACKWARPS_SLOTS`] slots a warp (two in flight, not
+/// three) and at most [`PACKWARPS_REGS`] registers (ptxas: 72 -> 64, no spills, the same loop), so
+/// that the one-wave rule puts up to 32 warps on an SM instead of 24: the M 4 loop waits on
+/// fixed latencies that more warps hide (docs/fp4.md G41).
+pub fn spec_packwarps(arch: &str) -> KernelSpec {
+    spec_xswz(arch, 1)
+        .define("KILN_GEMV_PACKED", 1)
+        .define("KILN_GEMV_XR_SLOTS", PACKWARPS_SLOTS)
+        .define("KILN_GEMV_XR_REGS", PACKWARPS_REGS)
+}
+/// Slots in a warp's `packwarps` ring and the registers a thread it may use: the kernel's
+/// XR_RING and KILN_GEMV_XR_REGS under [`spec_packwarps`].
+pub const PACKWARPS_SLOTS: u32 = 3;
+pub const PACKWARPS_REGS: u32 = 64;
+pub fn packwarps_warp_bytes(m: usize) -> u32 {
+    PACKWARPS_SLOTS * (RING_STEP_BYTES + XSWZ_PITCH * m as u32)
+}
+
 /// Where the swizzled X ring puts X's 16-byte chunk `c` (0..15) of a row: the kernel's
 /// `xr_chunk`.
 pub fn xswz_chunk(c: usize) -> usize {
@@ -407,31 +442,6 @@ pub const XSTAGE_PITCH: u32 = 528;
 pub const XSTAGE_MAX_M: usize = 8;
 pub fn xstage_warp_bytes(m: usize) -> u32 {
     XSTAGE_SLOTS * (LEAN_SLOT + XSTAGE_PITCH * m as u32)
-}
-
-/// The xstage ring on the GEMV layout (`KILN_FP4_GEMV=packstage`, M up to [`LEAN_MAX_M`];
-/// compiled only when asked for): its adjacent pairs leave X as it lies, so the stage's permute
-/// goes, and a stage's 2 steps share one commit, wait and pair of warp barriers; X in two slots
-/// of its own, a stage ahead (docs/fp4.md G31).
-pub fn spec_packstage(arch: &str) -> KernelSpec {
-    spec_xstage(arch).define("KILN_GEMV_PACKED", 1)
-}
-
-/// [`spec_packstage`] with `slots` weight slots a warp (3, or 2: `KILN_FP4_GEMV=packstage2`, one
-/// stage in flight while one is decoded, for the X ring's warps an SM; compiled only when asked
-/// for).
-pub fn spec_packstage_ring(arch: &str, slots: u32) -> KernelSpec {
-    if slots == XSTAGE_SLOTS {
-        spec_packstage(arch)
-    } else {
-        spec_packstage(arch).define("KILN_GEMV_PS_RING", slots)
-    }
-}
-
-/// A warp's packstage ring for M rows of X: `slots` weight slots (a lean stage each), then two X
-/// slots of M rows [`XSTAGE_PITCH`] apart: the kernel's packstage_warp_bytes.
-pub fn packstage_warp_bytes(m: usize, slots: u32) -> u32 {
-    slots * LEAN_SLOT + 2 * XSTAGE_PITCH * m as u32
 }
 
 /// Where the xstage ring puts X's 16-byte chunk `c` (0..31) of a stage's row: the kernel's
@@ -487,22 +497,12 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (
-                Fp4Gemv::Pack
-                | Fp4Gemv::Packsync
-                | Fp4Gemv::Pack1
-                | Fp4Gemv::PackStage
-                | Fp4Gemv::PackStage2,
-                1,
-            ) => Fp4Gemv::Lean,
-            (
-                Fp4Gemv::Pack
-                | Fp4Gemv::Packsync
-                | Fp4Gemv::Pack1
-                | Fp4Gemv::PackStage
-                | Fp4Gemv::PackStage2,
-                _,
-            ) => Fp4Gemv::Xswz,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps, 1) => {
+                Fp4Gemv::Lean
+            }
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps, _) => {
+                Fp4Gemv::Xswz
+            }
             (a, _) => a,
         };
         match asked {
@@ -534,11 +534,8 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (Ker
     let nf = if m > 8 { 2 } else { 1 };
     match path {
         // M up to LEAN_MAX_M (launch_on runs pack above)
-        Fp4Gemv::PackStage => (spec_packstage(arch), warps * packstage_warp_bytes(m, 3)),
-        Fp4Gemv::PackStage2 => (
-            spec_packstage_ring(arch, 2),
-            warps * packstage_warp_bytes(m, 2),
-        ),
+        // M 2-8 on the one-tile ring (launch_on runs pack elsewhere)
+        Fp4Gemv::PackWarps => (spec_packwarps(arch), warps * packwarps_warp_bytes(m)),
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
@@ -638,11 +635,7 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack
-            | Fp4Gemv::Packsync
-            | Fp4Gemv::Pack1
-            | Fp4Gemv::PackStage
-            | Fp4Gemv::PackStage2
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps
     ) && p.takes_gemv_layout()
 }
 
@@ -659,7 +652,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackStage | Fp4Gemv::PackStage2) => a,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -667,9 +660,9 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
 
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
-    // packstage: the xstage ring on the GEMV layout holds at most LEAN_MAX_M rows of X
+    // packwarps: its ring is pack's one-tile X ring at M 2-8; pack's own path elsewhere
     let path = match path {
-        Fp4Gemv::PackStage | Fp4Gemv::PackStage2 if p.m > LEAN_MAX_M => Fp4Gemv::Pack,
+        Fp4Gemv::PackWarps if p.m == 1 || p.m > 8 || p.two_tiles_pay(sms) => Fp4Gemv::Pack,
         a => a,
     };
     // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
@@ -683,8 +676,7 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
-        Fp4Gemv::PackStage => p.packstage_warps(sms, 3),
-        Fp4Gemv::PackStage2 => p.packstage_warps(sms, 2),
+        Fp4Gemv::PackWarps => p.packwarps_warps(sms),
         _ => p.warps(sms),
     };
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps, two);
@@ -1361,12 +1353,11 @@ mod tests {
                 spec_packsync("sm_90a", 4),
                 spec_pack1("sm_90a", 1),
                 with_pdl(spec_pack("sm_90a", 12)),
-                with_pdl(spec_packstage("sm_90a")),
-                with_pdl(spec_packstage_ring("sm_90a", 2)),
+                with_pdl(spec_packwarps("sm_90a")),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            let most = [112, 80, 80, 112, 80, 112, 80, 80, 80];
+            let most = [112, 80, 80, 112, 80, 112, 80, 64];
             for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
@@ -1383,22 +1374,16 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
-            assert_eq!(p.path(Fp4Gemv::PackStage), standard, "M {m} K {k}");
-            assert_eq!(p.path(Fp4Gemv::PackStage2), standard, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::PackWarps), standard, "M {m} K {k}");
         }
-        // packstage's X in two slots of its own: 11,136 bytes a warp at M 4, so 5-warp CTAs
-        // keep 4x8192x8192's 512 CTAs in one wave on 132 SMs (4 an SM), 20 warps an SM
-        assert_eq!(packstage_warp_bytes(4, 3), 3 * 2304 + 2 * 528 * 4);
         let p = GemvProblem::new(4, 8192, 8192, DType::Bf16);
-        assert_eq!(p.packstage_warps(132, 3), 5);
-        // packstage2's two weight slots: the X ring's 6-warp CTAs there (24 an SM), and 3-warp
-        // ones at 4x14336x4096 (7 CTAs an SM: 21), where three slots leave 2
-        assert_eq!(p.packstage_warps(132, 2), 6);
         let wide = GemvProblem::new(4, 14336, 4096, DType::Bf16);
-        assert_eq!(
-            (wide.packstage_warps(132, 3), wide.packstage_warps(132, 2)),
-            (2, 3)
-        );
+        // packwarps: 3 slots of 2,240 bytes a warp at M 4 and 64 registers put 8-warp CTAs on
+        // 4x8192x8192 (4 an SM, 32 warps: xswz 6, 24) and 4-warp ones on 4x14336x4096 (7 an
+        // SM: 28 against 21)
+        assert_eq!(packwarps_warp_bytes(4), 3 * (1152 + 272 * 4));
+        assert_eq!((p.packwarps_warps(132), p.xswz_warps(132)), (8, 6));
+        assert_eq!((wide.packwarps_warps(132), wide.xswz_warps(132)), (4, 3));
     }
 
     /// The programmatic-dependent GEMV (the default) and the plain launches

@@ -245,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
   ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
       warpgroup_index(),
-      [&] { w4a8_produce<STAGES, BM, BN, STAGE_BYTES, SX_BYTES>(p, &tma_x, &tma_sx, rings, base); },
+      [&] { w4a8_produce<STAGES, BM, BN, STAGE_BYTES, SX_BYTES, kTurn ? TURN_AHEAD : 0>(p, &tma_x, &tma_sx, rings, base); },
       [&](int c) {
         WideCtx x;
         w4a8_consumer_ctx(x, base, slots, lut, rings.stages, c, SX_OFF);

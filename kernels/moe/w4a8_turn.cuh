@@ -20,6 +20,10 @@
 #include "moe/w4a8_lean.cuh"
 
 constexpr u32 TURN_SLOTS = 3, TURN_BAR_BYTES = 64;
+// Round 1 (F151): the decoders waited for their stages to land in 15 % of the samples: a stage is
+// decoded a step earlier than the meet's forms read it, and its atoms come from DRAM just in
+// time. The producer asks L2 for each tile's atoms this many K blocks before it loads them (F152).
+constexpr int TURN_AHEAD = 4;
 
 __device__ __forceinline__ u32 turn_full(u32 lut, u32 it) { return lut + 128 + 8u * (it % TURN_SLOTS); }
 __device__ __forceinline__ u32 turn_empty(u32 lut, u32 it) { return lut + 128 + 8u * (TURN_SLOTS + it % TURN_SLOTS); }

@@ -34,6 +34,7 @@
 #include "moe/w4a8_args.cuh"
 #include "moe/w4a8_lean.cuh"
 #include "moe/w4a8_smem.cuh"
+#include "moe/w4a8_turn.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
 #error "KILN_SWIGLU, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
@@ -51,7 +52,13 @@ constexpr u32 SX_OFF = X_BYTES + W_BYTES, SX_BYTES = SX_BOX * 4;
 constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + SX_BYTES + 1023) / 1024 * 1024;  // the host's stage size
 static_assert(SX_OFF % 128 == 0 && SX_OFF + SX_BYTES <= STAGE_BYTES, "the X scales fit the stage");
 constexpr u32 SLOT_BYTES = 128 * BK;  // the decoded B tile: 128 rows of 128 e4m3
-constexpr u32 LUT_BYTES = 128;        // 16 tables of 8 bytes
+#if defined(KILN_W4A8_TURN)
+constexpr bool kTurn = true;  // `KILN_W4A8_FORM=wide-turn`, the SwiGLU only (F150; moe/w4a8_turn.cuh)
+#else
+constexpr bool kTurn = false;
+#endif
+static_assert(SLOTS == (int)TURN_SLOTS, "the turn form's slot barriers count the wide form's slots");
+constexpr u32 LUT_BYTES = kTurn ? 128 + TURN_BAR_BYTES : 128;  // 16 tables of 8 bytes (then the slots' barriers)
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + SLOTS * SLOT_BYTES + LUT_BYTES + 2 * STAGES * 8 +
                                MOE_RING_BYTES + TABLE_BYTES,
@@ -71,19 +78,11 @@ __device__ __forceinline__ W4Stage wide_wait(const WideCtx& x, u32 it, u32 shift
   return w4a8_stage_wait<LIVE, SLOTS, STAGE_BYTES>(x, it, shift);
 }
 
-#if defined(KILN_W4A8_FIRST)
-constexpr bool kFirst = KILN_SWIGLU;  // the grouped GEMM spills 8 bytes with it at 160 registers
-#else
-constexpr bool kFirst = false;
-#endif
-
 // Consumers 0 and 1 decode atom c of stage g into its slot and fence it for wgmma; all three meet.
-// KILN_W4A8_FIRST (`KILN_W4A8_FORM=wide-first`, F91): both 32-blocks' shared loads before the first
-// store.
 __device__ __forceinline__ void wide_decode_meet(const WideCtx& x, const W4Stage& g) {
   if (x.c < DECODERS) {
     const u32 atom = x.base + g.s * STAGE_BYTES + X_BYTES + x.c * W4A8_ATOM_BYTES;
-    w4a8_decode_unit_at<kFirst>(x.lut, w4a8_unit_at(atom, x.slots + g.slot * SLOT_BYTES, x.c, x.t), x.t);
+    w4a8_decode_unit_at(x.lut, w4a8_unit_at(atom, x.slots + g.slot * SLOT_BYTES, x.c, x.t), x.t);
     fence_proxy_async_shared();
   }
   named_barrier_sync(1, 128 * CONSUMERS);
@@ -111,82 +110,121 @@ __device__ __forceinline__ void wide_done(const WideCtx& x, u32 it) {
   x.ring.release(MbarRing<STAGES>::slot(it), x.lane);
 }
 
-// The K loop of a consumer with tokens, one batch in flight: block j - 1's batch is waited for,
-// freed and promoted after the meet of step j, then batch j goes into the same accumulator.
-// sxsh(j): the byte shift of block j's X scales in its box.
-template <class Sh>
-__device__ __forceinline__ void wide_kloop(const WideCtx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
-                                           const Sh& sxsh) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
-  W4Stage g = wide_wait<true>(x, it, sxsh(0));
-  wide_decode_meet(x, g);
-  wide_issue(x, g, acc);
-  float2 sc = g.sc;
-  for (int j = 1; j < nk; ++j) {
-    g = wide_wait<true>(x, it + j, sxsh(j));
-    wide_decode_meet(x, g);
-    wgmma_wait<0>();
-    wide_done(x, it + j - 1);
-    w4a8_promote(fin, acc, sc.x, sc.y);
-    wide_issue(x, g, acc);
-    sc = g.sc;
-  }
-  wgmma_wait<0>();
-  wide_done(x, it + nk - 1);
-  w4a8_promote(fin, acc, sc.x, sc.y);
-  it += nk;
+// A decoding thread's place (moe/w4a8_lean.cuh), from the thread index read opaquely once a tile so
+// that the compiler does not hoist it out of the tile loop (kept across the epilogue, such values
+// spilled its factors).
+__device__ __forceinline__ W4Lane wide_lane(int c) {
+  u32 tid;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+  return w4a8_lane(X_BYTES, c, tid % 128);
 }
 
 #if defined(KILN_W4A8_LEAN)
-constexpr bool kLean = KILN_SWIGLU;  // the grouped GEMM runs wide_kloop (as with kFirst)
+constexpr bool kLean = KILN_SWIGLU;  // the grouped GEMM runs `wide` (as with kTurn)
 #else
 constexpr bool kLean = false;
 #endif
 
-// KILN_W4A8_LEAN (`KILN_W4A8_FORM=wide-lean`, F122; moe/w4a8_lean.cuh): wide-first's step with a
-// decoding thread's addresses taken from its place once a tile instead of from the thread index
-// every step (an S2R and its dependents in the chain), and seven operations a code word. The same
-// meets, issues and frees as wide_kloop, so a consumer in either loop (an idle one runs the plain
-// decode) meets the others at every step.
-__device__ __forceinline__ void wide_lean_meet(const WideCtx& x, const W4Lane& l, const W4Stage& g) {
-  if (x.c < DECODERS) {
-    const u32 stage = x.base + g.s * STAGE_BYTES;
-    W4Codes a;
-    const u32 offs = w4a8_lean_offs(stage, l);
-    w4a8_lean_words(a, stage, l);
-    w4a8_lean_tables(a, x.lut, offs);
-    w4a8_lean_store(a, x.slots + g.slot * SLOT_BYTES, l);
-    fence_proxy_async_shared();
+// How a consumer with tokens gets each step's slot decoded: the three forms of the one K loop
+// (wide_kloop). start: at the tile's first step; ahead(it, more): in step it - 1 before its wait
+// (`more`: step it is the tile's); ready: step it's slot decoded, for its wgmmas; done: step it's
+// wgmmas waited for.
+//
+// `wide` (F60): consumers 0 and 1 decode atom c of each step's stage, its unit's addresses from the
+// thread index each step, and all three meet at named barrier 1.
+struct WideMeet {
+  __device__ __forceinline__ void start(const WideCtx&, u32, int) const {}
+  __device__ __forceinline__ void ahead(const WideCtx&, u32, bool) const {}
+  __device__ __forceinline__ void ready(const WideCtx& x, const W4Stage& g, u32) const { wide_decode_meet(x, g); }
+  __device__ __forceinline__ void done(const WideCtx& x, u32 it) const { wide_done(x, it); }
+};
+
+// `wide-lean` (KILN_W4A8_LEAN, F122, auto's SwiGLU form from F150; moe/w4a8_lean.cuh): the same
+// meet with a decoding thread's addresses taken from its place once a tile instead of from the
+// thread index every step (an S2R and its dependents in the chain), its shared loads before its
+// stores and seven operations a code word. A consumer without tokens runs `wide`'s decode (the
+// same meets, issues and frees).
+struct LeanMeet {
+  W4Lane l;
+  __device__ __forceinline__ void start(const WideCtx&, u32, int) const {}
+  __device__ __forceinline__ void ahead(const WideCtx&, u32, bool) const {}
+  __device__ __forceinline__ void ready(const WideCtx& x, const W4Stage& g, u32) const {
+    if (x.c < DECODERS) {
+      const u32 stage = x.base + g.s * STAGE_BYTES;
+      W4Codes a;
+      const u32 offs = w4a8_lean_offs(stage, l);
+      w4a8_lean_words(a, stage, l);
+      w4a8_lean_tables(a, x.lut, offs);
+      w4a8_lean_store(a, x.slots + g.slot * SLOT_BYTES, l);
+      fence_proxy_async_shared();
+    }
+    named_barrier_sync(1, 128 * CONSUMERS);
   }
-  named_barrier_sync(1, 128 * CONSUMERS);
+  __device__ __forceinline__ void done(const WideCtx& x, u32 it) const { wide_done(x, it); }
+};
+
+// `wide-turn` (KILN_W4A8_TURN, F150; moe/w4a8_turn.cuh): consumer it % 3 decodes step it's stage
+// whole, two steps ahead of its readers: the tile's first two stages at its start, then in step
+// j - 1 (before waiting for its slot, while batch j - 2 runs) stage j, whose slot last held step
+// j - 3's tile. A consumer waits for its step's slot at the slot's mbarrier, not for the others.
+__device__ __forceinline__ void turn_decode_at(const WideCtx& x, const W4Lane& l, u32 it) {
+  const int s = x.ring.wait_full(it);
+  turn_decode(x.lut, it, x.base + s * STAGE_BYTES, x.slots + (it % SLOTS) * SLOT_BYTES, l, x.lane);
+}
+__device__ __forceinline__ void turn_done(const WideCtx& x, u32 it) {
+  wide_done(x, it);
+  turn_free(x.lut, it, x.lane);
+}
+struct TurnMeet {
+  W4Lane l;  // atom 0's unit of the thread (atom 1's is 64 rows on)
+  __device__ __forceinline__ void start(const WideCtx& x, u32 it, int nk) const {
+    for (int j = 0; j < 2 && j < nk; ++j)
+      if ((it + j) % SLOTS == (u32)x.c) turn_decode_at(x, l, it + j);
+  }
+  __device__ __forceinline__ void ahead(const WideCtx& x, u32 it, bool more) const {
+    if (more && it % SLOTS == (u32)x.c) turn_decode_at(x, l, it);
+  }
+  __device__ __forceinline__ void ready(const WideCtx& x, const W4Stage&, u32 it) const { turn_wait_full(x.lut, it); }
+  __device__ __forceinline__ void done(const WideCtx& x, u32 it) const { turn_done(x, it); }
+};
+
+// A consumer without tokens in the tile, `wide-turn`: its turns of the decode, and every step's
+// stage and slot seen and freed.
+__device__ __forceinline__ void wide_idle_turn(const WideCtx& x, u32& it, int nk) {
+  const W4Lane l = wide_lane(0);
+  for (int j = 0; j < nk; ++j, ++it) {
+    if (it % SLOTS == (u32)x.c) turn_decode_at(x, l, it);
+    wide_wait<false>(x, it, 0);
+    turn_wait_full(x.lut, it);
+    turn_done(x, it);
+  }
 }
 
-template <class Sh>
-__device__ __forceinline__ void wide_kloop_lean(const WideCtx& x, u32& it, int nk, float (&fin)[64], float (&acc)[64],
-                                                const Sh& sxsh) {
+// The K loop of a consumer with tokens, one batch in flight: block j - 1's batch is waited for,
+// freed and promoted once step j's slot is ready, then batch j goes into the same accumulator.
+// sxsh(j): the byte shift of block j's X scales in its box.
+template <class Meet, class Sh>
+__device__ __forceinline__ void wide_kloop(const WideCtx& x, const Meet& m, u32& it, int nk, float (&fin)[64],
+                                           float (&acc)[64], const Sh& sxsh) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
-  // the thread's place, read opaquely once a tile so that the compiler does not hoist it out of
-  // the tile loop (kept across the epilogue, such values spilled its factors)
-  u32 tid;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
-  const W4Lane l = w4a8_lane(X_BYTES, x.c, tid % 128);
+  m.start(x, it, nk);
   W4Stage g = wide_wait<true>(x, it, sxsh(0));
-  wide_lean_meet(x, l, g);
+  m.ready(x, g, it);
   wide_issue(x, g, acc);
   float2 sc = g.sc;
   for (int j = 1; j < nk; ++j) {
+    m.ahead(x, it + j + 1, j + 1 < nk);
     g = wide_wait<true>(x, it + j, sxsh(j));
-    wide_lean_meet(x, l, g);
+    m.ready(x, g, it + j);
     wgmma_wait<0>();
-    wide_done(x, it + j - 1);
+    m.done(x, it + j - 1);
     w4a8_promote(fin, acc, sc.x, sc.y);
     wide_issue(x, g, acc);
     sc = g.sc;
   }
   wgmma_wait<0>();
-  wide_done(x, it + nk - 1);
+  m.done(x, it + nk - 1);
   w4a8_promote(fin, acc, sc.x, sc.y);
   it += nk;
 }
@@ -200,11 +238,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const u32 slots = base + STAGES * STAGE_BYTES, lut = slots + SLOTS * SLOT_BYTES;
   const int E = p.experts;
   const MoeRings<STAGES> rings(smem_raw, raw, lut + LUT_BYTES, p.sched, E, 4 * CONSUMERS, 4 * CONSUMERS,  // lane 0 of each consumer warp
-                               [] {}, [&] { w4a8_write_tables(smem_raw, raw, lut); });
+                               [&] {
+                                 if constexpr (kTurn) turn_init(lut, CONSUMERS);
+                               },
+                               [&] { w4a8_write_tables(smem_raw, raw, lut); });
 
   ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
       warpgroup_index(),
-      [&] { w4a8_produce<STAGES, BM, BN, STAGE_BYTES, SX_BYTES>(p, &tma_x, &tma_sx, rings, base); },
+      [&] { w4a8_produce<STAGES, BM, BN, STAGE_BYTES, SX_BYTES, kTurn ? TURN_AHEAD : 0>(p, &tma_x, &tma_sx, rings, base); },
       [&](int c) {
         WideCtx x;
         w4a8_consumer_ctx(x, base, slots, lut, rings.stages, c, SX_OFF);
@@ -216,6 +257,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           const MoeTiles sp(rings.table, p.sched, E, p.tiles_n);
           if (t >= sp.tiles) break;
           const MoeTile tile = moe_tile(rings.table, E, t, sp.tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
+          if (tile.valid_rows <= 64 * c && kTurn) {  // no tokens: its turns of the decode, free
+            wide_idle_turn(x, it, p.katoms);
+            continue;
+          }
           if (tile.valid_rows <= 64 * c) {  // no tokens: decode (consumers 0, 1), meet, free
             for (int kb = 0; kb < p.katoms; ++kb, ++it) {
               wide_decode_meet(x, wide_wait<false>(x, it, 0));
@@ -225,10 +270,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           }
           const auto sxsh = [&](int kb) { return w4a8_sx_shift(kb, p.x_rows, tile.row0); };
           float fin[64], acc[64];
-          if constexpr (kLean) {
-            wide_kloop_lean(x, it, p.katoms, fin, acc, sxsh);
+          if constexpr (kTurn) {
+            wide_kloop(x, TurnMeet{wide_lane(0)}, it, p.katoms, fin, acc, sxsh);
+          } else if constexpr (kLean) {
+            wide_kloop(x, LeanMeet{wide_lane(c)}, it, p.katoms, fin, acc, sxsh);
           } else {
-            wide_kloop(x, it, p.katoms, fin, acc, sxsh);
+            wide_kloop(x, WideMeet{}, it, p.katoms, fin, acc, sxsh);
           }
           w4a8_store<BN>(c, x.t, x.lane, p, tile, sp.id(tile.expert), fin);
         }

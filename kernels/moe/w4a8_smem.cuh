@@ -61,19 +61,11 @@ __device__ __forceinline__ void w4a8_store_block(const W4Unit& u, int b, const W
                : "memory");
 }
 
-// Decodes unit u, one 32-block at a time (few registers); FIRST: both blocks' shared loads before
-// the first store (the stores' "memory" clobber keeps block 1's loads behind block 0's stores
-// otherwise: a third dependent round of shared loads in the decoding thread's chain; F91).
-template <bool FIRST = false>
+// Decodes unit u, one 32-block at a time (few registers; `wide-lean`'s decode, moe/w4a8_lean.cuh,
+// issues both blocks' loads before its first store).
 __device__ __forceinline__ void w4a8_decode_unit_at(u32 lut, const W4Unit& u, int t) {
-  if constexpr (FIRST) {
-    const W4Block b0 = w4a8_load_block(lut, u, t, 0), b1 = w4a8_load_block(lut, u, t, 1);
-    w4a8_store_block(u, 0, b0);
-    w4a8_store_block(u, 1, b1);
-  } else {
 #pragma unroll
-    for (int b = 0; b < 2; ++b) w4a8_store_block(u, b, w4a8_load_block(lut, u, t, b));
-  }
+  for (int b = 0; b < 2; ++b) w4a8_store_block(u, b, w4a8_load_block(lut, u, t, b));
 }
 
 // Sets what every shared-memory form's consumer context holds: the stages at `base`, the decoded

@@ -627,7 +627,7 @@ pub struct MoeBenchArgs {
     #[command(flatten)]
     pub four_bit: FourBitArgs,
     /// With --act e4m3: the W4A8 kernel forms to time (`KILN_W4A8_FORM` values, comma-separated,
-    /// e.g. `ss,wide,wide-first`), each beside kiln's bf16 kernel in interleaved rounds of one
+    /// e.g. `ss,wide,wide-lean`), each beside kiln's bf16 kernel in interleaved rounds of one
     /// process (default: the knob's form alone, interleaved with bf16 the same way).
     #[arg(long, value_name = "LIST", requires = "act")]
     pub forms: Option<String>,

@@ -882,7 +882,7 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_W4A8_FORM",
         takes: || {
-            "`auto` (`wide-first` for the fused SwiGLU and `wide` for the grouped GEMM where \
+            "`auto` (`wide-lean` for the fused SwiGLU and `wide` for the grouped GEMM where \
              the launch's rows are contiguous and average at least 112 an expert, `ss` \
              otherwise), `ss` (the decoded weights in shared \
              memory, wgmma's B, read by both consumers), `rs` (each consumer decodes its own \
@@ -890,9 +890,11 @@ pub(super) static KNOBS: &[Knob] = &[
              `rs-lanes` (rs with each K block's X scales laid out lane-major before the \
              promotion), `rs-frags` (rs-lanes on weights prepacked in the A fragments' order), \
              `wide` (ss in tiles of 192 tokens, three consumers; with KILN_W4A8_SX=tma only, at \
-             most 256 experts), `wide-first` (wide with each decoding thread's shared loads \
-             before its stores) or `wide-lean` (wide-first with each decoding thread's addresses \
-             kept across the K loop and seven operations a code word): the form of the W4A8 experts' kernel"
+             most 256 experts), `wide-lean` (wide with each decoding thread's shared loads \
+             before its stores, its addresses kept across the K loop and seven operations a code \
+             word) or `wide-turn` (wide with \
+             each consumer decoding a whole stage in turn, two steps ahead, the consumers waiting \
+             at the slots' mbarriers instead of meeting): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "auto",

@@ -415,15 +415,16 @@ pub struct MoeOverrides {
     /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
-    /// `KILN_W4A8_FORM` (`auto`, `ss`, `rs`, `rs-lanes`, `rs-frags`, `wide`, `wide-first` or
-    /// `wide-lean`):
+    /// `KILN_W4A8_FORM` (`auto`, `ss`, `rs`, `rs-lanes`, `rs-frags`, `wide`, `wide-lean` or
+    /// `wide-turn`):
     /// the W4A8 experts with the decoded weights in shared memory as wgmma's B (both consumers
     /// reading one decode), decoded by each consumer into its register A operand with the tokens
     /// as N (docs/moe.md, ledger F20-F22), or in tiles of 192 tokens read by three consumers
-    /// (`wide`, F60; `wide-first` with each decoding thread's loads first, F91). Default `auto`:
-    /// `wide-first` for the SwiGLU and `wide` for the grouped GEMM at prefill, where `wide` won
-    /// two rounds (F60; the GEMM's F90, F120) and `wide-first` two more against it (F91), `ss` at
-    /// decode (F90).
+    /// (`wide`, F60; `wide-lean` with each decoding thread's loads first from addresses kept a
+    /// tile, F122; `wide-turn` with each consumer decoding whole stages in turn, F150). Default
+    /// `auto`: `wide-lean` for the SwiGLU and `wide` for the grouped GEMM at prefill, where `wide`
+    /// won two rounds (F60; the GEMM's F90, F120) and `wide-lean` two against `wide-first`, which
+    /// had won two against `wide` (F91, F122, F150; `wide-first` deleted), `ss` at decode (F90).
     pub w4a8_form: W4a8Form,
     /// `KILN_MOE_GATHER` (`auto`, `copy`, `tma` or `cp_async`): how the MoE layer's gate/up
     /// projection reads X's rows in the expert-sorted order. Default `auto`
@@ -515,7 +516,7 @@ impl W4a8Decode {
 pub enum W4a8Form {
     /// By the launch's rows per expert: at prefill (contiguous rows, at least
     /// `kernel_w4a8::WIDE_ROWS_PER_EXPERT` an expert on average, at most 256 experts, the other
-    /// W4A8 knobs at their defaults) `WideFirst` for the fused SwiGLU and `Wide` for the grouped
+    /// W4A8 knobs at their defaults) `WideLean` for the fused SwiGLU and `Wide` for the grouped
     /// GEMM, `Ss` otherwise (decode, masked rows; ledger F90, F120).
     Auto,
     /// The decoded weights in shared memory, wgmma's B operand, read by both consumers.
@@ -533,11 +534,13 @@ pub enum W4a8Form {
     /// tile, one accumulator each (ledger F60).
     Wide,
     /// `Wide` with both 32-blocks' shared loads of a decoding thread's unit issued before its
-    /// first store (ledger F91).
-    WideFirst,
-    /// `WideFirst` with a decoding thread's addresses kept across the K loop and seven
-    /// operations a code word (ledger F122).
+    /// first store (F91's `wide-first`, deleted after this won two rounds against it), its
+    /// addresses kept across the K loop and seven operations a code word (ledger F122, F150).
     WideLean,
+    /// `Wide` with each consumer decoding a whole stage in turn (stage it by consumer it % 3),
+    /// two steps ahead of its readers, who wait at the slot's mbarrier instead of meeting
+    /// (ledger F150).
+    WideTurn,
 }
 
 impl W4a8Form {
@@ -550,8 +553,8 @@ impl W4a8Form {
             W4a8Form::RsLanes => "rs-lanes",
             W4a8Form::RsFrags => "rs-frags",
             W4a8Form::Wide => "wide",
-            W4a8Form::WideFirst => "wide-first",
             W4a8Form::WideLean => "wide-lean",
+            W4a8Form::WideTurn => "wide-turn",
         }
     }
 
@@ -563,8 +566,8 @@ impl W4a8Form {
         W4a8Form::RsLanes,
         W4a8Form::RsFrags,
         W4a8Form::Wide,
-        W4a8Form::WideFirst,
         W4a8Form::WideLean,
+        W4a8Form::WideTurn,
     ];
 }
 

@@ -95,18 +95,22 @@ pub struct W4a8Variant {
     /// tiles of [`WIDE_BM`] tokens, three consumers reading each decoded weight tile (ledger
     /// F60). Its own stages; with `sx_staged` and none of the other knobs.
     pub wide: bool,
-    /// `KILN_W4A8_FORM=wide-first` (with `wide`): each decoding thread's shared loads of both
-    /// 32-blocks of its unit before its first store (ledger F91).
-    pub first: bool,
-    /// `KILN_W4A8_FORM=wide-lean` (with `wide`): `wide-first` with each decoding thread's
+    /// `KILN_W4A8_FORM=wide-lean` (with `wide`; `auto`'s SwiGLU form): each decoding thread's
+    /// shared loads of both 32-blocks of its unit before its first store (F91's `wide-first`,
+    /// deleted on 2026-11-30 after this won two rounds against it, F150), with its
     /// addresses kept across the K loop (no thread index re-read a step) and seven operations a
-    /// code word (ledger F122; the SwiGLU only, as `first`).
+    /// code word (ledger F122; the SwiGLU's: [`W4a8Variant::kernel`]).
     pub lean: bool,
+    /// `KILN_W4A8_FORM=wide-turn` (with `wide`): each consumer decodes a whole stage in turn,
+    /// two steps ahead of its readers, who wait at the slots' mbarriers (64 bytes after the
+    /// tables) instead of meeting at a named barrier (ledger F150; the SwiGLU's:
+    /// [`W4a8Variant::kernel`]).
+    pub turn: bool,
 }
 
 impl W4a8Variant {
     const fn fixed_bytes(self) -> u32 {
-        let bars = if !matches!(self.decode, W4a8Decode::Consumers) {
+        let bars = if !matches!(self.decode, W4a8Decode::Consumers) || self.turn {
             SLOT_BARRIER_BYTES
         } else {
             0
@@ -172,8 +176,8 @@ impl W4a8Variant {
         sx_lanes: false,
         frags: false,
         wide: false,
-        first: false,
         lean: false,
+        turn: false,
     };
 
     /// `KILN_W4A8_FORM=wide`: the default's knobs in tiles of [`WIDE_BM`] tokens.
@@ -182,186 +186,75 @@ impl W4a8Variant {
         ..W4a8Variant::DEFAULT
     };
 
-    /// What `KILN_W4A8_FORM=auto` runs for the fused SwiGLU at prefill ([`auto_form`]): `wide`
-    /// with each decoding thread's loads first (`wide-first`, ledger F91, 1.1-3.5 % faster than
-    /// `wide` in two rounds).
-    pub const WIDE_FIRST: W4a8Variant = W4a8Variant {
-        first: true,
+    /// What `KILN_W4A8_FORM=auto` runs for the fused SwiGLU at prefill ([`auto_form`]):
+    /// `wide-lean` (ledger F122, F150: -2.5 to -3.0 % against `wide-first` in two rounds, which
+    /// had won two against `wide`, F91).
+    pub const WIDE_LEAN: W4a8Variant = W4a8Variant {
+        lean: true,
         ..W4a8Variant::WIDE
     };
 
-    /// Every variant, the default first.
-    pub const ALL: [W4a8Variant; 15] = [
-        W4a8Variant::DEFAULT,
-        W4a8Variant {
-            sx_staged: false,
-            decode: W4a8Decode::Consumers,
-            beside: false,
-            idle_decode: false,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: false,
-            decode: W4a8Decode::Producer,
-            beside: false,
-            idle_decode: false,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::Producer,
-            beside: false,
-            idle_decode: false,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::Consumers,
-            beside: true,
-            idle_decode: false,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: false,
-            decode: W4a8Decode::Consumers,
-            beside: true,
-            idle_decode: false,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::Consumers,
-            beside: true,
-            idle_decode: true,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::Consumers,
-            beside: false,
-            idle_decode: false,
-            rs: true,
-            sx_lanes: false,
-            frags: false,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::Consumers,
-            beside: false,
-            idle_decode: false,
-            rs: true,
-            sx_lanes: true,
-            frags: false,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::Consumers,
-            beside: false,
-            idle_decode: false,
-            rs: true,
-            sx_lanes: true,
-            frags: true,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::Warpgroup,
-            beside: false,
-            idle_decode: false,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::WarpgroupRing,
-            beside: false,
-            idle_decode: false,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: false,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::Consumers,
-            beside: false,
-            idle_decode: false,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: true,
-            first: false,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::Consumers,
-            beside: false,
-            idle_decode: false,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: true,
-            first: true,
-            lean: false,
-        },
-        W4a8Variant {
-            sx_staged: true,
-            decode: W4a8Decode::Consumers,
-            beside: false,
-            idle_decode: false,
-            rs: false,
-            sx_lanes: false,
-            frags: false,
-            wide: true,
-            first: false,
-            lean: true,
-        },
-    ];
+    /// `KILN_W4A8_FORM=wide-turn` (ledger F150).
+    pub const WIDE_TURN: W4a8Variant = W4a8Variant {
+        turn: true,
+        ..W4a8Variant::WIDE
+    };
+
+    /// Every variant, the default first; each entry spells only what differs from
+    /// [`W4a8Variant::DEFAULT`] (or from [`W4a8Variant::WIDE`]).
+    pub const ALL: [W4a8Variant; 15] = {
+        const D: W4a8Variant = W4a8Variant::DEFAULT;
+        [
+            D,
+            W4a8Variant {
+                sx_staged: false,
+                ..D
+            },
+            W4a8Variant {
+                sx_staged: false,
+                decode: W4a8Decode::Producer,
+                ..D
+            },
+            W4a8Variant {
+                decode: W4a8Decode::Producer,
+                ..D
+            },
+            W4a8Variant { beside: true, ..D },
+            W4a8Variant {
+                sx_staged: false,
+                beside: true,
+                ..D
+            },
+            W4a8Variant {
+                beside: true,
+                idle_decode: true,
+                ..D
+            },
+            W4a8Variant { rs: true, ..D },
+            W4a8Variant {
+                rs: true,
+                sx_lanes: true,
+                ..D
+            },
+            W4a8Variant {
+                rs: true,
+                sx_lanes: true,
+                frags: true,
+                ..D
+            },
+            W4a8Variant {
+                decode: W4a8Decode::Warpgroup,
+                ..D
+            },
+            W4a8Variant {
+                decode: W4a8Decode::WarpgroupRing,
+                ..D
+            },
+            W4a8Variant::WIDE,
+            W4a8Variant::WIDE_LEAN,
+            W4a8Variant::WIDE_TURN,
+        ]
+    };
 
     /// Threads a CTA: a fourth warpgroup with `KILN_W4A8_DECODE=warpgroup` (its decoders) and
     /// `KILN_W4A8_FORM=wide` (a third consumer).
@@ -370,6 +263,17 @@ impl W4a8Variant {
             _ if self.wide => 512,
             W4a8Decode::Warpgroup | W4a8Decode::WarpgroupRing => 512,
             _ => 384,
+        }
+    }
+
+    /// The variant whose kernel runs it for the fused SwiGLU (`swiglu`) or the grouped GEMM: the
+    /// grouped GEMM's `wide-lean` and `wide-turn` are `wide` (their decodes spill there at 160
+    /// registers), so that they are one spec, one compile and one cache entry with it.
+    pub const fn kernel(self, swiglu: bool) -> Self {
+        if !swiglu && (self.lean || self.turn) {
+            W4a8Variant::WIDE
+        } else {
+            self
         }
     }
 
@@ -401,13 +305,13 @@ impl W4a8Variant {
     ) -> Result<Self> {
         let wide = matches!(
             form,
-            W4a8Form::Wide | W4a8Form::WideFirst | W4a8Form::WideLean
+            W4a8Form::Wide | W4a8Form::WideLean | W4a8Form::WideTurn
         );
         let rs = matches!(form, W4a8Form::Rs | W4a8Form::RsLanes | W4a8Form::RsFrags);
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide, wide-first and wide-lean read X's scales from the stages and decode on their \
+                "KILN_W4A8_FORM=wide, wide-lean and wide-turn read X's scales from the stages and decode on their \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
             ));
@@ -446,13 +350,13 @@ impl W4a8Variant {
             sx_lanes: matches!(form, W4a8Form::RsLanes | W4a8Form::RsFrags),
             frags: form == W4a8Form::RsFrags,
             wide,
-            first: form == W4a8Form::WideFirst,
             lean: form == W4a8Form::WideLean,
+            turn: form == W4a8Form::WideTurn,
         })
     }
 }
 
-/// The form `KILN_W4A8_FORM` runs for `p`: `auto` (the default) is `wide-first` for the fused
+/// The form `KILN_W4A8_FORM` runs for `p`: `auto` (the default) is `wide-lean` for the fused
 /// SwiGLU and `wide` for the grouped GEMM where the rows are contiguous and average at least
 /// [`WIDE_ROWS_PER_EXPERT`] an expert, over at most [`WIDE_MAX_EXPERTS`], with the other W4A8
 /// knobs at their defaults (they shape the 128-token form), and `ss` otherwise: at decode and
@@ -472,9 +376,9 @@ pub fn auto_form(p: &Fp8MoeProblem, k: &MoeOverrides) -> W4a8Form {
     };
     let fits = p.experts > 0 && p.experts <= WIDE_MAX_EXPERTS as usize;
     // the grouped GEMM (the down projection) runs `wide`: 14 % faster than `ss` in two rounds
-    // (F90, F120); its `wide-first` is `wide` (the loads first spill there)
+    // (F90, F120); its `wide-lean` is `wide` (the lean decode spills there)
     match (defaults && prefill && fits, p.swiglu.is_some()) {
-        (true, true) => W4a8Form::WideFirst,
+        (true, true) => W4a8Form::WideLean,
         (true, false) => W4a8Form::Wide,
         (false, _) => W4a8Form::Ss,
     }
@@ -621,6 +525,7 @@ impl W4a8Experts {
     /// (`KILN_W4A8_PROMOTE=beside`), a short tile's decode on its idle consumer
     /// (`KILN_W4A8_IDLE=decode`); each defined only when on.
     pub fn spec(arch: &str, swiglu: bool, v: W4a8Variant) -> KernelSpec {
+        let v = v.kernel(swiglu);
         let (file, entry) = if v.wide {
             ("moe/fp4_experts_w4a8_wide.cu", WIDE_ENTRY)
         } else if v.rs {
@@ -659,19 +564,17 @@ impl W4a8Experts {
         if v.frags {
             s = s.define("KILN_W4A8_FRAGS", 1);
         }
-        // the grouped GEMM decodes as `wide` does (its loads first spill at 160 registers): the
-        // same source, so the same cubin and cache entry
-        if v.first && swiglu {
-            s = s.define("KILN_W4A8_FIRST", 1);
-        }
-        if v.lean && swiglu {
+        if v.lean {
             s = s.define("KILN_W4A8_LEAN", 1);
+        }
+        if v.turn {
+            s = s.define("KILN_W4A8_TURN", 1);
         }
         s
     }
 
     /// The grouped GEMM and the fused SwiGLU of the forms `auto` runs (for `kiln check`): `ss`
-    /// for both, `wide-first` for the SwiGLU, and `wide`'s grouped GEMM (what `wide-first`'s
+    /// for both, `wide-lean` for the SwiGLU, and `wide`'s grouped GEMM (what `wide-lean`'s
     /// compiles to: the GEMM decodes as `wide` does).
     pub fn variants(arch: &str) -> Vec<KernelSpec> {
         if !crate::jit::arch::has_wgmma(arch) {
@@ -681,7 +584,7 @@ impl W4a8Experts {
             (W4a8Variant::DEFAULT, false),
             (W4a8Variant::DEFAULT, true),
             (W4a8Variant::WIDE, false),
-            (W4a8Variant::WIDE_FIRST, true),
+            (W4a8Variant::WIDE_LEAN, true),
         ]
         .into_iter()
         .map(|(v, swiglu)| Self::spec(arch, swiglu, v))
@@ -759,7 +662,8 @@ impl W4a8Experts {
             ..ctx.overrides.moe
         };
         let form = auto_form(p, knobs);
-        let v = W4a8Variant::for_form(knobs, form)?;
+        // the kernel's variant: its shared memory and threads are the launch's
+        let v = W4a8Variant::for_form(knobs, form)?.kernel(swiglu);
         let want = if v.frags {
             W4a8Order::Frags
         } else {
@@ -889,11 +793,23 @@ mod tests {
         );
         assert_eq!(W4a8Experts::variants("sm_90a").len(), 4);
         assert!(W4a8Variant::ALL.contains(&W4a8Variant::WIDE));
-        assert!(W4a8Variant::ALL.contains(&W4a8Variant::WIDE_FIRST));
-        // wide-first's grouped GEMM is wide's (the same spec, one compile)
+        // wide-lean's and wide-turn's grouped GEMM is wide's (the same spec, one compile); their
+        // SwiGLUs are their own
+        for v in [W4a8Variant::WIDE_LEAN, W4a8Variant::WIDE_TURN] {
+            assert!(W4a8Variant::ALL.contains(&v));
+            assert_eq!(
+                W4a8Experts::spec("sm_90a", false, v),
+                W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE)
+            );
+            assert_ne!(
+                W4a8Experts::spec("sm_90a", true, v),
+                W4a8Experts::spec("sm_90a", true, W4a8Variant::WIDE)
+            );
+        }
+        // wide-turn's slot barriers sit in the fixed part and cost no stage
         assert_eq!(
-            W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE_FIRST),
-            W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE)
+            W4a8Variant::WIDE_TURN.smem_bytes(),
+            W4a8Variant::WIDE.smem_bytes() + SLOT_BARRIER_BYTES
         );
     }
 
@@ -950,8 +866,8 @@ mod tests {
 
     /// F90: `auto` (the default) runs `wide` at prefill and `ss` at decode, by the launch's rows
     /// an expert; masked rows, more experts than `wide`'s tables hold, or another W4A8 knob set
-    /// keep `ss`; an explicit form stands either way. F120: the SwiGLU's prefill form is
-    /// `wide-first`, and the grouped GEMM's is `wide`.
+    /// keep `ss`; an explicit form stands either way. F120: the SwiGLU's prefill form was
+    /// `wide-first` (F150: `wide-lean`), and the grouped GEMM's is `wide`.
     #[test]
     fn auto_takes_wide_by_rows_per_expert() {
         let k = MoeOverrides::NONE;
@@ -971,14 +887,14 @@ mod tests {
         assert_eq!(auto_form(&gemm_decode, &k), W4a8Form::Ss);
         // the bench's prefill (32,768 rows on 256 experts, 128 an expert) and the threshold
         let prefill = even(32768, 256);
-        assert_eq!(auto_form(&prefill, &k), W4a8Form::WideFirst);
+        assert_eq!(auto_form(&prefill, &k), W4a8Form::WideLean);
         assert_eq!(
             W4a8Variant::for_launch(&prefill, &k).unwrap(),
-            W4a8Variant::WIDE_FIRST
+            W4a8Variant::WIDE_LEAN
         );
         assert_eq!(
             auto_form(&even(WIDE_ROWS_PER_EXPERT * 256, 256), &k),
-            W4a8Form::WideFirst
+            W4a8Form::WideLean
         );
         assert_eq!(
             auto_form(&even(WIDE_ROWS_PER_EXPERT * 256 - 1, 256), &k),
@@ -1005,7 +921,8 @@ mod tests {
         for (form, v) in [
             (W4a8Form::Ss, W4a8Variant::DEFAULT),
             (W4a8Form::Wide, W4a8Variant::WIDE),
-            (W4a8Form::WideFirst, W4a8Variant::WIDE_FIRST),
+            (W4a8Form::WideLean, W4a8Variant::WIDE_LEAN),
+            (W4a8Form::WideTurn, W4a8Variant::WIDE_TURN),
         ] {
             let k = MoeOverrides {
                 w4a8_form: form,

@@ -592,21 +592,21 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_TILE",
         takes: || {
-            "`count` (the 4-bit experts' tile of least estimated time from the rows' tile \
-             counts, split in K where it runs few tiles), `count-pair` (the same on the wide \
-             tiles' stage paces re-timed under the EPI/XTILE pair), `rows` (the narrowest tile that holds \
+            "`count-pair` (the 4-bit experts' tile of least estimated time from the rows' tile \
+             counts, split in K where it runs few tiles, on the stage paces timed under the wide \
+             tiles' EPI/XTILE pair), `count` (the same on the older paces), `rows` (the narrowest tile that holds \
              the most rows an expert has), or one tile whatever the rows: `8`, `16`, `64` or \
              `wide` (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations)"
                 .into()
         },
-        default: "count",
+        default: "count-pair",
         set: |o, v| {
             put(
                 &mut o.moe.fp4_tile,
-                or(v, Fp4TileRule::Count, Fp4TileRule::parse),
+                or(v, Fp4TileRule::CountPair, Fp4TileRule::parse),
             )
         },
-        show: |o| (o.moe.fp4_tile != Fp4TileRule::Count).then(|| o.moe.fp4_tile.name()),
+        show: |o| (o.moe.fp4_tile != Fp4TileRule::CountPair).then(|| o.moe.fp4_tile.name()),
     },
     Knob {
         name: "KILN_FP4_XTILE",

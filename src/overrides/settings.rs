@@ -460,7 +460,7 @@ impl MoeOverrides {
         fp4_balance: true,
         fp4_fill: false,
         fp4_narrow: true,
-        fp4_tile: Fp4TileRule::Count,
+        fp4_tile: Fp4TileRule::CountPair,
         fp4_order: Fp4Order::Experts,
         fp4_prefetch: 0,
         fp4_load_tma: false,

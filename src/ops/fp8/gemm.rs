@@ -1378,10 +1378,10 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 }
 
 /// Whether the large rule takes the promoted 128 x 192 tile (`192md`, ledger row 120) where
-/// [`promoted_192_fills`] says it may: off until it beats `256md` beyond the spread in two rounds
-/// (round 1 of 2026-11-30 evening, H200: 1.002-1.004x cuBLASLt at 8192^3 against 0.943-0.944x,
-/// 1.004-1.005x at 6144^3 against 0.968-0.969x).
-pub const LARGE_PROMOTED_192: bool = false;
+/// [`promoted_192_fills`] says it may: on since it beat `256md` beyond the spread in two rounds
+/// (H200, 2026-11-30 evening: 8192^3 1.002-1.004x then 0.993-0.997x cuBLASLt against 0.941-0.969x,
+/// 6144^3 1.004-1.005x then 1.003x against 0.963-0.969x).
+pub const LARGE_PROMOTED_192: bool = true;
 
 /// The promoted tensor-scale 128 x 192 tile in pairs along M, its epilogue deferred (`192md`):
 /// one m64n192 batch a K block, cuBLASLt's arrangement at 8192^3 (ledger row 122).

@@ -19,13 +19,14 @@ pub enum Fp4TileRule {
     /// The narrowest tile that holds the most rows an expert has (the default until
     /// 2026-11-30; ledger F71, F100).
     Rows,
-    /// The default: the tile of least estimated time from the rows' tile counts ([`by_count`]), launched on
+    /// The tile of least estimated time from the rows' tile counts ([`by_count`]), launched on
     /// every CTA the SMs hold where that lets it split in K: the decode tiles always (their
     /// balanced split), a wide tile where the launch has at most half as many tiles as CTAs
-    /// ([`few_wide`]).
+    /// ([`few_wide`]), on the paces timed before the EPI/XTILE pair ([`Paces::Morning`]).
     Count,
-    /// `Count` with the stage paces re-timed under the wide tiles' EPI/XTILE pair
-    /// ([`Paces::Pair`], ledger F140): off by default until it wins two rounds.
+    /// The default since it won two rounds (ledger F140, H200 2026-11-30: the GEMM at 300 rows
+    /// 0.65 -> 0.79x kiln's bf16, the ragged counts at K 7168 0.85 -> 1.01-1.05x): `Count` with
+    /// the stage paces re-timed under the wide tiles' EPI/XTILE pair ([`Paces::Pair`]).
     CountPair,
     /// That many tokens a tile, whatever the rows: 8 (paired as the dispatch pairs it), 16, 64,
     /// or 0 for the wide tile (128 tokens for the SwiGLU, 256 for the GEMM; bf16 only).

@@ -3404,10 +3404,14 @@ mod tests {
             };
             for (m, n, k) in [(4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192)] {
                 let p = t(m, n, k);
-                // (with LARGE_THREE_CONSUMERS, `192x192md` at 6144^3 unpromoted)
-                let expected = match LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
-                    true => Fp8Config::three_consumers(192),
-                    false => large_wide_tensor(promote),
+                // (with LARGE_THREE_CONSUMERS, `192x192md` at 6144^3 unpromoted; with
+                // LARGE_PROMOTED_192, `192md` promoted at 6144^3 and 8192^3)
+                let expected = if LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
+                    Fp8Config::three_consumers(192)
+                } else if LARGE_PROMOTED_192 && promoted_192_fills(&p, &dev) {
+                    promoted_192()
+                } else {
+                    large_wide_tensor(promote)
                 };
                 assert_eq!(choose_large(&p, &dev), Some(expected), "{p}");
                 assert!(check_config(&p, wide_t).is_ok() && wide_t.max_splits() == 1);

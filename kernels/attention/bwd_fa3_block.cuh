@@ -134,8 +134,8 @@ constexpr bool D256_DET = KILN_D256_DET != 0;
 #else
 constexpr bool D256_DET = false;
 #endif
-// KILN_D256_DET 3 (the host's bwd_fa3_d256_w2) and 4 (_w2_halves): those adds by writer warps of
-// warpgroup 0 (bwd_fa3_d256.cu's d256_writer) instead of the consumers.
+// KILN_D256_DET 3 (the host's bwd_fa3_d256_w2): those adds by writer warps of warpgroup 0
+// (bwd_fa3_d256.cu's d256_writer) instead of the consumers.
 #if defined(KILN_D256_DET)
 constexpr bool D256_WRITER = KILN_D256_DET >= 3;
 #else
@@ -331,25 +331,14 @@ struct DetGroup {
   int g0, gn, gs;
 };
 
-// D256_DET with p.lpt_heads = c > 0 (the host's bwd_fa3_d256_w2_spread, det_order 1): the blocks
-// launched in lpt_block's chunks of c (key/value head, batch) pairs, key block slowest, so that a
-// wave of det_sms blocks holds about det_sms / c key blocks of each pair, where the grid's order
-// puts a whole wave on one head at B1 H16 S16384 d256 (132 of its 256 key blocks: gs 1, the
-// adders of a query block one step apart, and with two writers 48 % of the adds waited for the
-// bump before them, H200 2026-11-30, ledger D32). Key block nb of pair j of chunk q is launched
-// at q·c·n + nb·cc + j (cc: the chunk's pairs), so a group is still a run of key blocks.
+// (The d256 launch in chunks of heads, bwd_fa3_d256_w2_spread, lost two rounds and was deleted on
+// 2026-11-30 night, ledger D60: the grid's order only.)
 __device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArgs& p) {
-  const int n = gridDim.x, pair = k.hk + (int)gridDim.y * k.b;
-  int base = n * pair, step = 1;  // block nb launched at base + nb·step
-  if (D256_DET && p.lpt_heads > 0) {
-    const int c = p.lpt_heads, q = pair / c;
-    step = min(c, (int)(gridDim.y * gridDim.z) - q * c);
-    base = q * c * n + (pair - q * c);
-  }
-  const int w0 = (base + k.nb * step) / p.det_sms * p.det_sms;
+  const int n = gridDim.x, base = n * (k.hk + (int)gridDim.y * k.b);  // block nb launched at base + nb
+  const int w0 = (base + k.nb) / p.det_sms * p.det_sms;
   DetGroup g;
-  g.g0 = w0 > base ? (w0 - base + step - 1) / step : 0;
-  g.gn = min(n, (w0 + p.det_sms - 1 - base) / step + 1) - g.g0;
+  g.g0 = w0 > base ? w0 - base : 0;
+  g.gn = min(n, w0 + p.det_sms - base) - g.g0;
   g.gs = (p.sq + BM - 1) / BM / g.gn;
   return g;
 }

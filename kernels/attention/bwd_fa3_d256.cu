@@ -33,7 +33,7 @@
 // it waits for after the next block's first product is issued: the empty barrier's 8 arrivals
 // come as 4 from each consumer's adder. The deterministic mode keeps the ordered atomics (and the
 // release by every warp once dV or dK is done), except with KILN_D256_DET:
-// KILN_D256_DET 3 (the host's bwd_fa3_d256_w2, _w2_spread; with KILN_D256_DQ 1): the deterministic
+// KILN_D256_DET 3 (the host's bwd_fa3_d256_w2; with KILN_D256_DQ 1): the deterministic
 // mode staged as above, the adds by writer warps of the producer warpgroup (d256_writer) in the
 // order and on the walks of the d64/d128 dQ writer (det_rank, det_walk: non-causal walks rotated
 // so that the blocks of a wave reach a query block a few steps apart in the order they add;
@@ -63,25 +63,8 @@
 constexpr bool DQ_STAGED = KILN_D256_DQ != 0;
 static_assert(!D256_DET || DQ_STAGED, "KILN_D256_DET orders the staged dQ's reduces (KILN_D256_DQ 1)");
 #if defined(KILN_D256_DET)
-static_assert(KILN_D256_DET == 3 || KILN_D256_DET == 4,
-              "KILN_D256_DET: 3 (writer warps) or 4 (their halves ordered apart); the consumers' own ordered adds, 1 and 2, were deleted on 2026-11-30");
-#endif
-// KILN_D256_DET 4 (the host's bwd_fa3_d256_w2_halves): the writer orders the block's two 64 x 128
-// halves apart, two bumps a block: half A (consumer 0's columns) once the previous adder's half A
-// has completed (the counter at 2·rank - 1), half B once its half B has (2·rank), each bumped on
-// its own completion. With one turn a block (3) the stage stays held from the hand-over through
-// the turn's wait and both halves' read (1.66 us; H200 stamps, ledger D32: 48 % of w2's adds
-// waited for the bump before them, median 0.77 us, the hop about a step), and a stage held past
-// about 2.4 us stalls the producer; here half A is read while the writer waits for half B's turn,
-// which comes about as late as the one turn did, so the stage goes back one half's read earlier.
-// Half A's bump waits for half B's turn (before it, the counter would read 2·rank with the
-// previous adder's half B not done), so each bump still follows every lower one; a writer waits
-// for B's turn holding only its own half A, which only the adders after it wait for (waits follow
-// steps, as det_schedule.rs has them: no cycle).
-#if defined(KILN_D256_DET)
-constexpr bool D256_HALVES = KILN_D256_DET == 4;
-#else
-constexpr bool D256_HALVES = false;
+static_assert(KILN_D256_DET == 3,
+              "KILN_D256_DET: 3 (writer warps); the consumers' own ordered adds (1, 2) and the halves ordered apart (4) were deleted on 2026-11-30");
 #endif
 // KILN_D256_DET 3 (D256_WRITER, bwd_fa3_block.cuh): named barrier 8 + s, ring stage s's two tiles
 // staged (the consumers' 256 threads arrive, the writer's 32 wait). Stage s is rewritten only
@@ -104,7 +87,7 @@ constexpr bool D256_TRACE = KILN_D256_TRACE != 0;
 #else
 constexpr bool D256_TRACE = false;
 #endif
-static_assert(!D256_TRACE || (D256_DET && !D256_HALVES), "KILN_D256_TRACE stamps the ordered adds of one turn a block (KILN_D256_DET 3)");
+static_assert(!D256_TRACE || D256_DET, "KILN_D256_TRACE stamps the ordered adds (KILN_D256_DET 3)");
 enum D256Event { EV_READY = 2, EV_TURN, EV_CW0, EV_CW1, EV_BUMP, EV_STEP, EV_READ = 15 };
 constexpr int TRACE_WORDS = 16;
 __device__ __forceinline__ u32* d256_trace_at(const AttnBwdArgs& p, int role, int it) {
@@ -366,19 +349,13 @@ __device__ __forceinline__ void d256_writer(const AttnBwdArgs& p, const BwdWalk&
       d256_trace_head(p, 0, it, sem, turn, 1);
       d256_stamp(p, 0, it, EV_STEP);
       d256_stamp(p, 0, it, EV_READY);
-      // (D256_HALVES: half A's turn, 2·rank - 1, then half B's, 2·rank)
-      const u32 turn_a = D256_HALVES ? (turn > 0 ? 2 * turn - 1 : 0) : turn;
       if (det) {
-        while (at < turn_a) at = ld_acquire(sem);
+        while (at < turn) at = ld_acquire(sem);
         fence_proxy_async_global();  // (the counter's acquire before the bulk adds)
       }
       d256_stamp(p, 0, it, EV_TURN);
       const u32 st = sm.ring + s * STAGE_BYTES;
       reduce_dq_tile<1>(tdq, st + Q_BYTES, p.sq, k.b, h, mb * BM, 0, 1);
-      if (D256_HALVES && det) {
-        while (at < 2 * turn) at = ld_acquire(sem);
-        fence_proxy_async_global();
-      }
       reduce_dq_tile<1>(tdq, st, p.sq, k.b, h, mb * BM, QN, 1);
       tma_store_wait_read<0>();
       d256_release(sm, s, 8);  // (the consumers' 8 warps' arrivals, as the staged adders' 4 + 4)
@@ -390,11 +367,6 @@ __device__ __forceinline__ void d256_writer(const AttnBwdArgs& p, const BwdWalk&
         int h2, mb2;
         u32 turn2;
         if (it + writers < k.iters) at = ld_acquire(slot(it + writers, h2, mb2, turn2));
-        if (D256_HALVES) {
-          tma_store_wait<1>();  // half A complete (its group the older), its bump
-          fence_proxy_async_global();
-          red_release_add(sem, 1);
-        }
         d256_stamp(p, 0, it, EV_CW0);
         tma_store_wait<0>();
         d256_stamp(p, 0, it, EV_CW1);

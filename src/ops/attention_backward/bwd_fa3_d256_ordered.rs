@@ -14,18 +14,6 @@
 //! deterministic run `bwd_fa3_d256_tma`.
 //!   `bwd_fa3_d256_w2`: the deterministic default at d256 (ledger D31, D33: 0.84-0.95x the
 //!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds).
-//!   `bwd_fa3_d256_w2_spread` (ledger D51): the same kernel with the non-causal blocks launched in
-//!   chunks of heads ([`spread_heads`]), so that a wave holds at most half of a head's query
-//!   blocks' worth of its key blocks and the rotated walks start two or more query blocks apart:
-//!   consecutive adders of a query block are then two steps apart, where at B1 H16 S16384 (a wave
-//!   of 132 of one head's 256 key blocks) they were one, and 48 % of w2's adds waited for the bump
-//!   before them (ledger D32). Causal problems launch as w2.
-//!   `bwd_fa3_d256_w2_halves` (ledger D52; `KILN_D256_DET` 4, compiled when asked for, outside the
-//!   variant budget): w2 with each block's two 64 x 128 halves ordered apart (two bumps a block,
-//!   half A's turn once the previous adder's half A has completed), so that while a writer waits
-//!   for the turn the half whose turn has come is read, and the ring stage, which a writer holds
-//!   until both halves are read, goes back earlier (D32: a stage held past about 2.4 us stalls the
-//!   producer; w2 holds it for the turn's wait plus 1.66 us).
 //!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
 //!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
@@ -35,13 +23,17 @@
 //! `bwd_fa3_d256_ordered_early` (refuted, D15) and the one-writer `bwd_fa3_d256_writer` (0.77-0.88x,
 //! below w2 in two rounds): no A/B needs them now that w2 is the default, and w2's kernel holds
 //! their code no more. The chains of adds (`bwd_fa3_d256_chains`, `_chains4`) went before (D30).
+//! Deleted on 2026-11-30 night (ledger D60), each having lost two rounds to w2 (D51, D52):
+//! `bwd_fa3_d256_w2_spread` (the non-causal blocks launched in chunks of heads, so that a query
+//! block's adders came two or more steps apart: 0.988-1.000x w2) and `bwd_fa3_d256_w2_halves`
+//! (`KILN_D256_DET` 4, each block's two dQ halves ordered apart: 0.990-0.999x).
 //! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of the kernel compiled with
 //! `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the record's
 //! layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
 
 use super::bwd_fa3_d256::{self, D256};
 use super::bwd_fa3_wgmma::Sched;
-use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem, DetOrder};
+use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -53,10 +45,6 @@ use crate::ops::gemm::DType;
 pub enum D256Det {
     /// `bwd_fa3_d256_w2`: the grid's order, the waves' rotated walks (non-causal).
     W2,
-    /// `bwd_fa3_d256_w2_spread`: non-causal blocks launched in chunks of [`spread_heads`] heads.
-    Spread,
-    /// `bwd_fa3_d256_w2_halves`: each block's halves ordered apart (`KILN_D256_DET` 4).
-    Halves,
     /// `bwd_fa3_d256_rotated`: the diagnostic, w2's walks without the order on problems that are
     /// not deterministic.
     Rotated,
@@ -69,39 +57,13 @@ pub struct BwdFa3D256Ordered(pub D256Det);
 /// The writer warps every version asks for (the argument block's `det_writers`).
 const WRITERS: u32 = 2;
 
-/// The chunk of (key/value head, batch) pairs `bwd_fa3_d256_w2_spread` launches together (the
-/// argument block's `lpt_heads` under the rotated order, `det_group`) for `p` with `key_blocks`
-/// blocks a pair on `sms` SMs: the fewest pairs a chunk such that a wave of `sms` blocks holds at
-/// most half of the query blocks' worth of one pair's key blocks, so that the rotated walks of a
-/// wave's group start `gs` >= 2 query blocks apart (`gs` = query blocks / the group's blocks); 0
-/// (the grid's order) where the grid's order already does, for causal problems (the descending
-/// order, whose `lpt_heads` means another launch) and where a query block is all the walk is.
-pub fn spread_heads(p: &BackwardProblem, key_blocks: u32, sms: u32) -> u32 {
-    let a = &p.attn;
-    let half = (a.seqlen_q as u32).div_ceil(64) / 2;
-    let pairs = (a.heads_kv * a.batch) as u32;
-    if DetOrder::of(p) != DetOrder::Rotated || half == 0 || key_blocks.min(sms) <= half {
-        return 0;
-    }
-    let c = sms.div_ceil(half).min(pairs);
-    if c <= 1 {
-        0
-    } else {
-        c
-    }
-}
-
 impl BwdFa3D256Ordered {
     /// `bwd_fa3_d256_w2`: the deterministic default at d256.
     pub const W2: Self = BwdFa3D256Ordered(D256Det::W2);
-    /// `bwd_fa3_d256_w2_spread`.
-    pub const SPREAD: Self = BwdFa3D256Ordered(D256Det::Spread);
-    /// `bwd_fa3_d256_w2_halves`.
-    pub const HALVES: Self = BwdFa3D256Ordered(D256Det::Halves);
     /// `bwd_fa3_d256_rotated`.
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 4] = [Self::W2, Self::SPREAD, Self::HALVES, Self::ROTATED];
+    pub const ALL: [Self; 2] = [Self::W2, Self::ROTATED];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -118,10 +80,10 @@ impl BwdFa3D256Ordered {
         p: &BackwardProblem,
         ops: &BackwardOperands,
     ) -> Result<Vec<u32>> {
-        if !p.deterministic || matches!(self.0, D256Det::Rotated | D256Det::Halves) {
+        if !p.deterministic || self.0 == D256Det::Rotated {
             return Err(Error::Unsupported {
                 kernel: self.name().into(),
-                reason: "the trace stamps the deterministic mode's ordered adds of one turn a block; add --deterministic and name bwd_fa3_d256_w2 or bwd_fa3_d256_w2_spread".into(),
+                reason: "the trace stamps the deterministic mode's ordered adds of one turn a block; add --deterministic and name bwd_fa3_d256_w2".into(),
             });
         }
         let a = &p.attn;
@@ -145,19 +107,12 @@ impl BwdFa3D256Ordered {
         let main = spec(
             &ctx.arch(),
             p.attn.dtype,
-            self.0 == D256Det::Halves,
             ctx.overrides.attention.bwd_d256_p16,
             trace,
         );
-        let key_blocks = (p.attn.seqlen_kv as u32).div_ceil(bwd_fa3_d256::BN);
-        let det_chunks = match self.0 {
-            D256Det::Spread if p.deterministic => spread_heads(p, key_blocks, ctx.info.sm_count),
-            _ => 0,
-        };
         let sched = Sched {
             det_writers: Some(WRITERS),
             det_trace,
-            det_chunks,
             rotate: self.0 == D256Det::Rotated,
             ..Sched::of(ctx)
         };
@@ -168,12 +123,10 @@ impl BwdFa3D256Ordered {
 /// The u32 words of one trace record (`bwd_fa3_d256.cu`'s `TRACE_WORDS`).
 pub const TRACE_WORDS: usize = 16;
 
-/// The two-writer kernel for `dtype`: the staged version's with the define `KILN_D256_DET` 3, or 4
-/// with `halves` (`bwd_fa3_d256_w2_halves`) (`p16`: `KILN_BWD_D256_P16`; `trace`:
-/// `KILN_D256_TRACE`, the diagnostic's stamps).
-pub fn spec(arch: &str, dtype: DType, halves: bool, p16: bool, trace: bool) -> KernelSpec {
-    let det = if halves { 4 } else { 3 };
-    let s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", det);
+/// The two-writer kernel for `dtype`: the staged version's with the define `KILN_D256_DET` 3
+/// (`p16`: `KILN_BWD_D256_P16`; `trace`: `KILN_D256_TRACE`, the diagnostic's stamps).
+pub fn spec(arch: &str, dtype: DType, p16: bool, trace: bool) -> KernelSpec {
+    let s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 3);
     if trace {
         s.define("KILN_D256_TRACE", 1)
     } else {
@@ -185,16 +138,12 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
     fn name(&self) -> &'static str {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_w2",
-            D256Det::Spread => "bwd_fa3_d256_w2_spread",
-            D256Det::Halves => "bwd_fa3_d256_w2_halves",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
         }
     }
     fn summary(&self) -> &'static str {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
-            D256Det::Spread => "bwd_fa3_d256_w2 with the non-causal blocks launched in chunks of heads, so that a query block's adders are two steps apart or more",
-            D256Det::Halves => "bwd_fa3_d256_w2 with each block's two dQ halves ordered apart (two turns a block), so that the half whose turn has come is read while the writer waits for the other's",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
         }
     }
@@ -203,22 +152,19 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             + 2
             + match self.0 {
                 D256Det::W2 => 0,
-                D256Det::Spread => 1,
-                D256Det::Halves => 2,
-                D256Det::Rotated => 3,
+                D256Det::Rotated => 1,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
         bwd_fa3_d256::supports_staged(p, dev)
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
-        // w2's kernels (its preprocess and postprocess are the other d256 versions'); the spread
-        // and the diagnostic launch the same kernels, the halves' compile when asked for,
-        // outside the variant budget (the test below compiles them)
+        // w2's kernels (its preprocess and postprocess are the other d256 versions'); the
+        // diagnostic launches the same kernels
         if self.0 == D256Det::W2 {
             DTYPES
                 .iter()
-                .map(|&dt| spec(arch, dt, false, false, false))
+                .map(|&dt| spec(arch, dt, false, false))
                 .collect()
         } else {
             Vec::new()
@@ -238,8 +184,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
     /// equal, memcheck clean; in one process with the non-deterministic run, 0.84-0.95x it at B4
     /// H16 S4096 and B1 H16 S16384, causal or not, in two rounds, where the consumers' own ordered
     /// adds ran 0.59-0.70x). Not the non-deterministic mode's (it runs `bwd_fa3_d256_tma` there
-    /// anyway). `bwd_fa3_d256_w2_spread` and `_halves` not until one has won two rounds (ledger
-    /// D51, D52).
+    /// anyway).
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
         self.0 == D256Det::W2 && p.deterministic
     }
@@ -257,18 +202,10 @@ mod tests {
         let p = |d, det| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), det);
         let r = Registry::default();
         let names: Vec<&str> = BwdFa3D256Ordered::ALL.iter().map(|v| v.name()).collect();
-        assert_eq!(
-            names,
-            [
-                "bwd_fa3_d256_w2",
-                "bwd_fa3_d256_w2_spread",
-                "bwd_fa3_d256_w2_halves",
-                "bwd_fa3_d256_rotated"
-            ]
-        );
+        assert_eq!(names, ["bwd_fa3_d256_w2", "bwd_fa3_d256_rotated"]);
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 4);
+        assert_eq!(rungs.len(), 2);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -283,22 +220,22 @@ mod tests {
             assert_eq!(v.by_default_for(&p(256, true)), v == BwdFa3D256Ordered::W2);
             assert!(!v.by_default_for(&p(256, false)));
         }
-        let label = spec("sm_90a", DTYPES[0], false, false, false).label();
+        let label = spec("sm_90a", DTYPES[0], false, false).label();
         assert!(
             label.contains("KILN_D256_DET=3")
                 && label.contains("KILN_D256_DQ=1")
                 && !label.contains("KILN_D256_TRACE"),
             "{label}"
         );
-        let halves = spec("sm_90a", DTYPES[0], true, false, false).label();
-        assert!(halves.contains("KILN_D256_DET=4"), "{halves}");
-        // deleted (ledger D30, D50)
+        // deleted (ledger D30, D50, D60)
         for gone in [
             "bwd_fa3_d256_chains",
             "bwd_fa3_d256_ordered",
             "bwd_fa3_d256_ordered_early",
             "bwd_fa3_d256_writer",
             "bwd_fa3_d256_tail",
+            "bwd_fa3_d256_w2_spread",
+            "bwd_fa3_d256_w2_halves",
         ] {
             assert_eq!(BwdFa3D256Ordered::by_name(gone), None);
             assert!(r
@@ -318,40 +255,15 @@ mod tests {
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    #[test]
-    fn the_spread_takes_chunks_of_heads_where_a_wave_would_hold_half_a_heads_walk() {
-        let det = |b, h, s, causal| {
-            let mut a = AttentionProblem::new(b, h, s, 256);
-            a.causal = causal;
-            BackwardProblem::new(a, true)
-        };
-        // B1 H16 S16384: 256 key blocks a head, 256 query blocks; a wave of 132 on one head has
-        // gs 1, two heads a chunk put 66 of each in a wave (gs 3)
-        assert_eq!(spread_heads(&det(1, 16, 16384, false), 256, 132), 2);
-        // B4 H16 S4096: 64 and 64; 5 heads a chunk, 27 of each a wave (gs 2)
-        assert_eq!(spread_heads(&det(4, 16, 4096, false), 64, 132), 5);
-        // causal: the descending order, untouched; a short walk (one query block): nothing to
-        // spread; a grid whose waves already hold at most half a walk: the grid's order
-        assert_eq!(spread_heads(&det(1, 16, 16384, true), 256, 132), 0);
-        assert_eq!(spread_heads(&det(1, 16, 64, false), 1, 132), 0);
-        let mut short = det(1, 16, 1024, false);
-        short.attn.seqlen_kv = 512;
-        assert_eq!(spread_heads(&short, 8, 132), 0);
-        // never more chunks than pairs (B1 H1: the grid's order)
-        assert_eq!(spread_heads(&det(1, 1, 16384, false), 256, 132), 0);
-    }
-
-    /// Their kernels (the halves' bf16 and f16; `KILN_BWD_D256_P16`'s; traced) compile for sm_90a
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced) compile for sm_90a
     /// with no local memory, no wgmma serialisation and the register split honoured (w2's own in
     /// tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
-        let mut specs = Vec::new();
-        for dt in DTYPES {
-            specs.push(spec("sm_90a", dt, true, false, false));
-        }
-        specs.push(spec("sm_90a", DTYPES[0], false, true, false));
-        specs.push(spec("sm_90a", DTYPES[0], false, false, true));
+        let specs = vec![
+            spec("sm_90a", DTYPES[0], true, false),
+            spec("sm_90a", DTYPES[0], false, true),
+        ];
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

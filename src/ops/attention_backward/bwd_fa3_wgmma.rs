@@ -380,7 +380,6 @@ pub fn launch_tile_writers(
         det_writers,
         det_trace: 0,
         rotate: false,
-        det_chunks: 0,
     };
     let t = WgmmaBwdTile {
         tail: sched.split.is_some(),
@@ -410,10 +409,7 @@ pub fn launch_tile_writers(
 /// `None`: `KILN_BWD_DET_WRITERS`); `det_trace`, a diagnostic's buffer of time stamps (only the
 /// d256 ordered kernels compiled with `KILN_D256_TRACE` write it; 0 elsewhere); `rotate`, a
 /// non-deterministic, non-causal run on the rotated walks of the deterministic order
-/// (`bwd_fa3_d256_rotated`, a diagnostic: only the d256 ordered kernel reads it); `det_chunks`,
-/// the deterministic non-causal blocks launched in chunks of that many (key/value head, batch)
-/// pairs (`bwd_fa3_d256_w2_spread`: the argument block's `lpt_heads` under the rotated order,
-/// which only the d256 ordered kernel reads; 0: the grid's order).
+/// (`bwd_fa3_d256_rotated`, a diagnostic: only the d256 ordered kernel reads it).
 #[derive(Debug, Clone, Copy)]
 pub struct Sched {
     pub split: Option<TailPlan>,
@@ -421,7 +417,6 @@ pub struct Sched {
     pub det_writers: Option<u32>,
     pub det_trace: u64,
     pub rotate: bool,
-    pub det_chunks: u32,
 }
 
 impl Sched {
@@ -433,7 +428,6 @@ impl Sched {
             det_writers: None,
             det_trace: 0,
             rotate: false,
-            det_chunks: 0,
         }
     }
 }
@@ -543,10 +537,6 @@ pub fn launch_main(
             ctx.info.sm_count,
             packed.is_none() && cluster == 1,
         );
-        // `bwd_fa3_d256_w2_spread`: the rotated order's blocks in chunks of heads
-        if sched.det_chunks > 0 && super::DetOrder::of(p) == super::DetOrder::Rotated {
-            args.lpt_heads = sched.det_chunks as i32;
-        }
     }
     if det_writer {
         if let Some(w) = sched.det_writers {

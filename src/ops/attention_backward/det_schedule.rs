@@ -7,8 +7,7 @@
 //! its d64 timing (B4 H16 S4096) never returned (2026-11-29): in both the rotated order puts a
 //! group's blocks one step apart, and a writer that waited for its counter while still holding
 //! the previous block's bump closed a ring of waits; `Release::Held` reproduces it. The d256
-//! ordered writers (`bwd_fa3_d256_w2`) take the same walks and order at 64 keys a block, and
-//! `bwd_fa3_d256_w2_spread` the rotated order with its blocks launched in chunks of heads.
+//! ordered writers (`bwd_fa3_d256_w2`) take the same walks and order at 64 keys a block.
 
 use super::{BackwardProblem, DetOrder};
 
@@ -67,9 +66,7 @@ pub fn walks(p: &BackwardProblem, bm: usize, bn: usize, sms: usize) -> Vec<Vec<A
 /// [`walks`] with the argument block's `lpt_heads` = `lpt` (`KILN_BWD_DET_LPT`,
 /// [`super::bwd_fa3_ordered_eager::det_lpt_heads`]): under the descending order, `lpt` > 0
 /// launches the blocks longest walk first in chunks of `lpt` (key/value head, batch) pairs
-/// (`lpt_block`) instead of each head's key blocks in reverse; under the rotated order
-/// (`bwd_fa3_d256_w2_spread`, [`super::bwd_fa3_d256_ordered::spread_heads`]) in the same chunks,
-/// each wave's group of a pair the run of its key blocks launched in that wave (`det_group`).
+/// (`lpt_block`) instead of each head's key blocks in reverse (the rotated order ignores it).
 pub fn walks_launched(
     p: &BackwardProblem,
     bm: usize,
@@ -84,7 +81,7 @@ pub fn walks_launched(
     (0..blocks)
         .map(|l| {
             let (x, hk, b) = (l % nx, (l / nx) % a.heads_kv, l / (nx * a.heads_kv));
-            let (nb, hk, b) = if lpt > 0 {
+            let (nb, hk, b) = if lpt > 0 && order == DetOrder::Descending {
                 let (nb, hk, b) = super::lpt::lpt_block(
                     l as u32,
                     lpt as u32,
@@ -98,58 +95,27 @@ pub fn walks_launched(
             } else {
                 (x, hk, b)
             };
-            block_walk(
-                p,
-                bm,
-                bn,
-                sms,
-                if order == DetOrder::Rotated { lpt } else { 0 },
-                nb,
-                hk,
-                b,
-            )
+            block_walk(p, bm, bn, sms, nb, hk, b)
         })
         .collect()
 }
 
-/// The rotated order's group of key block `nb` of pair `pair` (key/value head + heads · batch) of
-/// `pairs`, `nx` key blocks each, launched in waves of `sms` in chunks of `chunks` pairs (0: the
-/// grid's order): the first key block of the pair in `nb`'s wave and their count, as the
-/// device's `det_group` has them.
-pub fn rotated_group(
-    nx: usize,
-    pairs: usize,
-    sms: usize,
-    chunks: usize,
-    nb: usize,
-    pair: usize,
-) -> (usize, usize) {
-    // key block n of the pair launched at base + n · step
-    let (base, step) = match pair.checked_div(chunks) {
-        Some(q) => (
-            q * chunks * nx + pair - q * chunks,
-            chunks.min(pairs - q * chunks),
-        ),
-        None => (nx * pair, 1),
-    };
-    let w0 = (base + nb * step) / sms * sms;
-    let g0 = if w0 > base {
-        (w0 - base).div_ceil(step)
-    } else {
-        0
-    };
-    (g0, nx.min((w0 + sms - 1 - base) / step + 1) - g0)
+/// The rotated order's group of key block `nb` of pair `pair` (key/value head + heads · batch),
+/// `nx` key blocks each, launched in the grid's order in waves of `sms`: the first key block of
+/// the pair in `nb`'s wave and their count, as the device's `det_group` has them.
+pub fn rotated_group(nx: usize, sms: usize, nb: usize, pair: usize) -> (usize, usize) {
+    let base = nx * pair; // key block n of the pair launched at base + n
+    let w0 = (base + nb) / sms * sms;
+    let g0 = w0.saturating_sub(base);
+    (g0, nx.min(w0 + sms - base) - g0)
 }
 
-/// The adds of key block `nb` of key/value head `hk`, batch `b`, in walk order (`chunks`: the
-/// rotated order's launch in chunks of pairs, 0 for the grid's).
-#[allow(clippy::too_many_arguments)]
+/// The adds of key block `nb` of key/value head `hk`, batch `b`, in walk order.
 fn block_walk(
     p: &BackwardProblem,
     bm: usize,
     bn: usize,
     sms: usize,
-    chunks: usize,
     nb: usize,
     hk: usize,
     b: usize,
@@ -165,14 +131,7 @@ fn block_walk(
     };
     let per_head = m_blocks - m_first;
     // the rotated order's group: the key blocks of this head in this block's wave
-    let (g0, gn) = rotated_group(
-        nx,
-        a.heads_kv * a.batch,
-        sms,
-        chunks,
-        nb,
-        hk + a.heads_kv * b,
-    );
+    let (g0, gn) = rotated_group(nx, sms, nb, hk + a.heads_kv * b);
     let gs = m_blocks / gn;
     let start = if order == DetOrder::Rotated {
         (nb - g0) * gs
@@ -417,92 +376,6 @@ mod tests {
                 let w = walks(&p, 64, 64, 132);
                 assert!(run(&w, 132, Release::BeforeWait).is_some());
             }
-        }
-    }
-
-    /// `bwd_fa3_d256_w2_spread`'s launch: the rotated order in chunks of heads keeps every tile's
-    /// adds ranked 0 .. adders - 1 once each, no run hangs (on 132 SMs and on 5), and at the
-    /// issue's non-causal shapes a wave's group of a head starts its walks gs >= 2 query blocks
-    /// apart (the grid's order: gs 1).
-    #[test]
-    fn the_spread_launch_keeps_each_tiles_order_and_puts_adders_two_steps_apart() {
-        use super::super::bwd_fa3_d256_ordered::spread_heads;
-        let d256 = |b, hq, hkv, sq, skv| {
-            let mut p = problem(b, hq, hkv, sq, skv, false);
-            p.attn.head_dim = 256;
-            p
-        };
-        let mut cases = vec![
-            (d256(1, 16, 16, 16384, 16384), 132),
-            (d256(4, 16, 16, 4096, 4096), 132),
-        ];
-        for (sq, skv) in [
-            (1000, 1000),
-            (2049, 2049),
-            (65, 200),
-            (700, 1000),
-            (4097, 300),
-        ] {
-            cases.push((d256(2, 6, 6, sq, skv), 132));
-            cases.push((d256(2, 8, 2, sq, skv), 132));
-            cases.push((d256(3, 4, 4, sq, skv), 5));
-        }
-        for (p, sms) in cases {
-            let (nx, m_blocks) = grid(&p, 64, 64);
-            let chunks = spread_heads(&p, nx as u32, sms as u32) as usize;
-            let w = walks_launched(&p, 64, 64, sms, chunks);
-            let mut ranks: HashMap<(usize, usize, usize), Vec<usize>> = HashMap::new();
-            for a in w.iter().flatten() {
-                ranks.entry((a.b, a.h, a.mb)).or_default().push(a.rank);
-            }
-            for r in ranks.values_mut() {
-                r.sort_unstable();
-                assert_eq!(
-                    *r,
-                    (0..nx).collect::<Vec<_>>(),
-                    "{} chunks {chunks}",
-                    p.label()
-                );
-            }
-            assert_eq!(ranks.len(), p.attn.batch * p.attn.heads_q * m_blocks);
-            let done = run(&w, sms, Release::AtOnce);
-            let n: usize = w.iter().map(|b| b.len()).sum();
-            assert_eq!(
-                done.map(|d| d.len()),
-                Some(n),
-                "{} chunks {chunks}",
-                p.label()
-            );
-        }
-        // the shapes: 2 and 5 heads a chunk; every group of the first chunks at gs >= 2
-        for (p, c) in [
-            (d256(1, 16, 16, 16384, 16384), 2),
-            (d256(4, 16, 16, 4096, 4096), 5),
-        ] {
-            let (nx, m_blocks) = grid(&p, 64, 64);
-            assert_eq!(spread_heads(&p, nx as u32, 132), c as u32);
-            let pairs = p.attn.heads_kv * p.attn.batch;
-            let full = pairs / c * c; // (the last, partial chunk may hold fewer pairs)
-            for pair in 0..full {
-                for nb in 0..nx {
-                    let (_, gn) = rotated_group(nx, pairs, 132, c, nb, pair);
-                    assert!(
-                        m_blocks / gn >= 2,
-                        "{} pair {pair} nb {nb}: gn {gn}",
-                        p.label()
-                    );
-                }
-            }
-            // the grid's order: a group of 132 (B1 S16384) or 64 (B4 S4096), gs 1
-            let (_, gn) = rotated_group(nx, pairs, 132, 0, 0, 0);
-            assert_eq!(m_blocks / gn, 1);
-        }
-        // chunks of 1: the grid's order
-        for nb in 0..300 {
-            assert_eq!(
-                rotated_group(300, 7, 132, 1, nb, 3),
-                rotated_group(300, 7, 132, 0, nb, 3)
-            );
         }
     }
 

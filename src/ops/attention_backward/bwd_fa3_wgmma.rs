@@ -380,6 +380,7 @@ pub fn launch_tile_writers(
         det_writers,
         det_trace: 0,
         rotate: false,
+        det_slots: None,
     };
     let t = WgmmaBwdTile {
         tail: sched.split.is_some(),
@@ -409,7 +410,9 @@ pub fn launch_tile_writers(
 /// `None`: `KILN_BWD_DET_WRITERS`); `det_trace`, a diagnostic's buffer of time stamps (only the
 /// d256 ordered kernels compiled with `KILN_D256_TRACE` write it; 0 elsewhere); `rotate`, a
 /// non-deterministic, non-causal run on the rotated walks of the deterministic order
-/// (`bwd_fa3_d256_rotated`, a diagnostic: only the d256 ordered kernel reads it).
+/// (`bwd_fa3_d256_rotated`, a diagnostic: only the d256 ordered kernel reads it); `det_slots`,
+/// the CTAs resident at once that the deterministic order's waves count (`None`: the SMs, one CTA
+/// each; `bwd_fa3_d256_w2_pair`: twice the clusters of two the driver fits at once).
 #[derive(Debug, Clone, Copy)]
 pub struct Sched {
     pub split: Option<TailPlan>,
@@ -417,6 +420,7 @@ pub struct Sched {
     pub det_writers: Option<u32>,
     pub det_trace: u64,
     pub rotate: bool,
+    pub det_slots: Option<u32>,
 }
 
 impl Sched {
@@ -428,6 +432,7 @@ impl Sched {
             det_writers: None,
             det_trace: 0,
             rotate: false,
+            det_slots: None,
         }
     }
 }
@@ -534,7 +539,7 @@ pub fn launch_main(
             p,
             &ctx.overrides.attention,
             (a.seqlen_kv as u32).div_ceil(bn),
-            ctx.info.sm_count,
+            sched.det_slots.unwrap_or(ctx.info.sm_count),
             packed.is_none() && cluster == 1,
         );
     }

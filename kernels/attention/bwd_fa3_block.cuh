@@ -783,7 +783,8 @@ __device__ __forceinline__ BwdSmem bwd_start(unsigned char* smem_raw, u32 off_ve
 // warp (TX_FIRST: bwd_produce's) and consumer c's consume(c, walk, smem). The warpgroup index is
 // broadcast (warpgroup_index), so that what the consumers derive from c is warp-uniform.
 // DET_WRITER, D256_WRITER: warps 1 and 2 of warpgroup 0 run write(walk, smem, writer) with writer
-// 0 and 1 (at the producer's registers; the second has work only with p.det_writers 2).
+// 0 and 1 (at the producer's registers; the second has work only with p.det_writers 2); with
+// D256_WRITER in clusters of two, warp 3 too, with writer 2.
 template <bool TX_FIRST, class Consume, class Write>
 __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
                                            const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
@@ -802,7 +803,8 @@ __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec,
     return;
   }
   const BwdWalk k = DET_ORDERED ? det_walk(p) : bwd_walk(p);
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS, WRITER_WARPS ? 96 : 32>(
+  // (warps 1, 2 the writers; in d256's deterministic pairs warp 3 too, bwd_d256_pair.cuh's summer)
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS, WRITER_WARPS ? (D256_WRITER && BWD_CLUSTER == 2 ? 128 : 96) : 32>(
       warpgroup_index(),
       [&] {
         if (!WRITER_WARPS) {

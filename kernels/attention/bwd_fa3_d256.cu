@@ -624,7 +624,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   if constexpr (D256_PERSIST) {
     if (threadIdx.x == 0) mbar_init(d256_kv_empty(bwd_smem(smem_raw, OFF_VEC, OFF_BARS)), 8);  // (bwd_start fences the inits)
     const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq);
-    if (D256_OVERLAP && threadIdx.x == 0) launch_dependents();  // (the postprocess waits on the counts)
+    if (D256_OVERLAP) launch_dependents();  // (every thread: the postprocess waits on the counts, not the grid)
     ws_roles<PERSIST_PRODUCER_REGS, PERSIST_CONSUMER_REGS, 32>(
         warpgroup_index(), [&] { d256_produce_tiles(p, sm, &tq, &tk, &tv, &tdo); },
         [&](int c) {

@@ -19,8 +19,11 @@
 //! its count is full, on the SMs the persistent CTAs leave (the early profile of 0f5f953: the
 //! postprocess 95 us, 1.5 % of the backward at B4 H16 S4096, after a main kernel whose SMs idled
 //! 3.2 % of its cycles at the end).
-//! Neither is the default: no device run yet (ledger D70, D71). Kernels compiled when asked for
-//! (bf16 and f16 each, and the waiting postprocess; outside the variant budget).
+//! Neither is the default yet. `bwd_fa3_d256_persist` won its first round (H200, 2026-11-30 night,
+//! round 1 on merged 7fe2f34: verified, memcheck clean, 1.015-1.016x `bwd_fa3_d256_tma` /
+//! `bwd_fa3_d256_lpt` at B4 H16 S4096 and causal, 1.012-1.014x at B1 H16 S16384; ledger D70);
+//! `bwd_fa3_d256_overlap` is unmeasured (D71). Kernels compiled when asked for (bf16 and f16 each,
+//! and the waiting postprocess; outside the variant budget).
 
 use super::bwd_fa3_d256;
 use super::bwd_fa3_d256_lpt::lpt_asked;

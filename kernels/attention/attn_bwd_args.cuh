@@ -48,7 +48,7 @@ struct AttnBwdArgs {
   // block (zero between launches), tail_acc: the parts' fp32 dK and dV partials.
   int tail_parts;
   int tail_full;
-  u32* tail_sem;
+  u32* tail_sem;     // (bwd_fa3_d256.cu's KILN_D256_PERSIST: [0] the next key block, [1] CTAs done)
   float* tail_acc;
   // A diagnostic (the host's --det-trace; null otherwise): the d256 ordered adds' time stamps,
   // written only by bwd_fa3_d256.cu compiled with KILN_D256_TRACE (d256_trace).

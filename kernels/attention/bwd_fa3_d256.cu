@@ -56,6 +56,7 @@
 // both consumers' tiles of ring stage s staged: they arrive, its writer waits).
 #include "attention/bwd_fa3_block.cuh"
 #include "attention/bwd_dq_stage.cuh"
+#include "common/grid_dep.cuh"
 
 #if !defined(KILN_D256_DQ)
 #error "KILN_D256_DQ (dQ by atomics, 0, or staged in the ring and added by TMA reduce, 1) must be defined by the host"
@@ -125,6 +126,47 @@ constexpr bool P16 = KILN_D256_P16 != 0;
 #else
 constexpr bool P16 = false;
 #endif
+// KILN_D256_PERSIST 1 (the host's bwd_fa3_d256_persist; with KILN_D256_DQ 1, not deterministic, one
+// CTA a cluster): a persistent grid, one CTA a SM, taking key blocks ("tiles") from a global
+// counter (p.tail_sem[0]; [1] counts the CTAs done, and the last returns both to 0) as they free
+// up, in the grid's order (or lpt_block's, causal with p.lpt_heads), instead of one CTA a key
+// block. An H200 profile of bwd_fa3_d256_tma (B4 H16 S4096, 2026-11-30) fitted a block's fixed
+// cost at ~12,400 cycles (~2.3 of its steps: the launch, K and V and the ring's first stage
+// loaded with nothing to overlap, the last reduce waited for, dK and dV stored, the drain), 3.5 %
+// of a non-causal walk of 64 steps and 6.7 % of a causal one, where cuDNN's backward is
+// persistent. Here the producer loads the next tile's first stage while the consumers finish the
+// current one, then its K and V once both consumers' last dQ products have read them (kv_empty,
+// 8 arrivals: every consumer warp), so that only K and V's load is left between two tiles, partly
+// under the dK and dV stores. The ring, the dSᵀ buffers and the Pᵀ hand-over count on across
+// the CTA's tiles (d256_consume's PT); the tile's index reaches the consumers through shared
+// memory with K and V (kv_full), -1 when there are no more. The kernel waits for the preprocess
+// (griddepcontrol.wait: the host launches it as a programmatic dependent) only once the first K
+// and V loads are issued.
+#if defined(KILN_D256_PERSIST)
+constexpr bool D256_PERSIST = KILN_D256_PERSIST != 0;
+#else
+constexpr bool D256_PERSIST = false;
+#endif
+static_assert(!D256_PERSIST || (DQ_STAGED && !D256_DET && BWD_CLUSTER == 1 && !BWD_WINDOW && !BWD_VARLEN),
+              "KILN_D256_PERSIST: the staged dQ (KILN_D256_DQ 1), not deterministic, dense, one CTA a cluster");
+
+// KILN_D256_OVERLAP 1 (the host's bwd_fa3_d256_overlap; with KILN_D256_PERSIST): the postprocess
+// (bwd_prep.cu's attn_bwd_post_wait) runs in the main kernel's tail. The early profile of 0f5f953
+// had it at 95 us (1.5 % of the backward at B4 H16 S4096, DRAM-bound) after a main kernel whose
+// SMs idled 3.2 % of its cycles at the end (the last tiles run on a few SMs). Each CTA lets the
+// dependent launch begin at its start (griddepcontrol.launch_dependents: the postprocess's CTAs
+// then take SMs as the persistent CTAs leave them, none fitting beside one), and each consumer's
+// adder counts a tile's adds done on its (batch, key/value head) at p.tail_sem[2 + 2·pair] once
+// they have completed (a release after the bulk group's wait: at the next tile's first block, or
+// at the CTA's end); a postprocess block converts its rows once the count reaches both adders of
+// every key block of the head, instead of waiting for the whole main kernel.
+#if defined(KILN_D256_OVERLAP)
+constexpr bool D256_OVERLAP = KILN_D256_OVERLAP != 0;
+#else
+constexpr bool D256_OVERLAP = false;
+#endif
+static_assert(!D256_OVERLAP || D256_PERSIST, "KILN_D256_OVERLAP counts the persistent kernel's tiles (KILN_D256_PERSIST 1)");
+
 // Pᵀ exchanged in fp32, [SR / 4][128 threads] of float4 (a warp's 32 float4 stores are 512
 // contiguous bytes), or packed (P16).
 constexpr u32 PX_BYTES = 64 * BM * (P16 ? 2 : 4);
@@ -132,7 +174,8 @@ constexpr u32 OFF_DS = 2 * KV_BYTES + STAGES * STAGE_BYTES;
 constexpr u32 OFF_PX = OFF_DS + 2 * DS_BYTES;
 constexpr u32 OFF_VEC = OFF_PX + PX_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
 constexpr u32 OFF_BARS = OFF_VEC + STAGES * 2 * BM * 4;
-static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES), "KILN_SMEM too small");
+// (D256_PERSIST: kv_empty and the tile's index after the ring's barriers, 16 bytes more)
+static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES) + (D256_PERSIST ? 16 : 0), "KILN_SMEM too small");
 constexpr u32 BAR_DS = 1, BAR_P_READY = 4, BAR_P_FREE = 5, BAR_TILE = 6;  // (3: add_dq_in_order's)
 static_assert(Q_BYTES == 64 * QN * 4, "a consumer's staged dQ (64 x 128 fp32) fills one half of a ring stage");
 
@@ -142,6 +185,10 @@ static_assert(Q_BYTES == 64 * QN * 4, "a consumer's staged dQ (64 x 128 fp32) fi
 // landed in the leading byte offset, and the pair's first device run (7cc6536) gave wrong
 // gradients. The CTA's own window is the low 18 bits.
 __device__ __forceinline__ u32 d256_at16(u32 addr) { return (BWD_CLUSTER > 1 ? addr & 0x3FFFF : addr) >> 4; }
+
+// D256_PERSIST: K and V read by every consumer warp (8 arrivals), and the tile index shared with them.
+__device__ __forceinline__ u32 d256_kv_empty(const BwdSmem& sm) { return sm.kv_full + 8 * (1 + 2 * STAGES); }
+__device__ __forceinline__ u32 d256_tile_at(const BwdSmem& sm) { return d256_kv_empty(sm) + 8; }
 
 // Stage s released by `count` arrivals of this thread: on this CTA's empty barrier, or on both
 // CTAs' when paired (BWD_CLUSTER 2: both multicast into it).
@@ -208,8 +255,15 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
 // reduce has read the tile, after the next block's first product is issued (and after the walk);
 // D256_WRITER (deterministic, or the rotated diagnostic): by the writer, which adds the tiles (the
 // consumers hand them over and go on).
-template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th,
-                                                              float4* px, const TmaMap* tdq) {
+// PT (D256_PERSIST, d256_consume_tiles): one tile of the CTA's; g0 its first ring iteration (the
+// ring, the dSᵀ buffers and the Pᵀ hand-over count on across tiles); K and V waited for by the
+// caller; the stage of the tile's last block released at the next tile's first product and the
+// last reduce waited for at the CTA's end; kv_empty arrived on once K and V are read.
+// D256_OVERLAP: done, the previous tile's count of completed adds (null for the CTA's first),
+// bumped by the adder once that tile's last reduce has completed.
+template <int C, bool PT = false>
+__device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, float4* px,
+                                             const TmaMap* tdq, int g0 = 0, u32* done = nullptr) {
   float g[KR];
 #pragma unroll
   for (int i = 0; i < KR; ++i) g[i] = 0.0f;
@@ -218,17 +272,18 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
   const u32 x16 = d256_at16(C == 0 ? sm.sk : sm.sv), y_off16 = C == 0 ? 0 : Q_BYTES / 16;  // acc = X·Yᵀ, Y = Q or dO
   // (D256_DET: the deterministic mode staged too, the writer's reduces in det_rank's order)
   const bool staged = DQ_STAGED && (D256_DET || p.dq_sem == nullptr), adder = staged && !D256_WRITER && th.w == 0 && th.lane == 0;
-  mbar_wait(sm.kv_full, 0);
+  if (!PT) mbar_wait(sm.kv_full, 0);
   float acc[SR];
   for (int it = 0; it < k.iters; ++it) {
     const int h = k.hk * p.group + it / k.per_head;
     int mb = k.m_first + it % k.per_head;
     if (D256_DET && !p.causal && mb >= k.per_head) mb -= k.per_head;  // a rotated walk wraps (det_walk)
     const int m0 = mb * BM;
-    sm.qring.wait_full(it);
+    const int gi = PT ? g0 + it : it;  // the ring's iteration
+    sm.qring.wait_full(gi);
     // the stage from the iteration, not from the wait, so that the descriptors stay uniform;
     // operand addresses in 16-byte units (every descriptor an add: bwd_wgmma.cuh's desc_at)
-    const int s = sm.qring.slot(it);
+    const int s = sm.qring.slot(gi);
     const u32 sq16 = ring16 + s * (STAGE_BYTES / 16), sdo16 = sq16 + Q_BYTES / 16;
     const float* sl = sm.vec + s * 2 * BM;
     float2 v[BM / 8];  // this thread's queries' LSE·log2e (C 0) or D (C 1), read while acc runs
@@ -237,10 +292,17 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     wgmma_fence();
     keys_by_queries<D, BM, BN, true>(acc, x16, sq16 + y_off16);
     wgmma_commit();
-    if (adder && it > 0) {
+    if (adder && gi > 0) {
       // the previous block's tile read: its stage (both consumers' adders, 4 arrivals each) free
-      tma_store_wait_read<0>();
-      d256_release(sm, sm.qring.slot(it - 1), 4);
+      if (D256_OVERLAP && it == 0 && done != nullptr) {
+        // (the previous tile's last adds complete: its count, for the postprocess)
+        tma_store_wait<0>();
+        fence_proxy_async_global();
+        red_release_add(done, 1);
+      } else {
+        tma_store_wait_read<0>();
+      }
+      d256_release(sm, sm.qring.slot(gi - 1), 4);
     }
     wgmma_wait<0>();
     fence_all(acc);
@@ -253,7 +315,7 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
       }
       u32 pa[KP][4];
       if (P16) pack_a<KP>(pa, acc);
-      if (it > 0) named_barrier_sync(BAR_P_FREE, 256);  // consumer 1 has read the previous block's
+      if (gi > 0) named_barrier_sync(BAR_P_FREE, 256);  // consumer 1 has read the previous block's
       if (P16) {
 #pragma unroll
         for (int kk = 0; kk < KP; ++kk) reinterpret_cast<uint4*>(px)[kk * 128 + tid] = make_uint4(pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
@@ -291,7 +353,8 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
           acc[4 * i + 3] = pe.w * (acc[4 * i + 3] - v[i].y);
         }
       }
-      if (it + 1 < k.iters) named_barrier_arrive(BAR_P_FREE, 256);
+      // (PT: after every block; consumer 0 takes the CTA's last arrival in d256_consume_tiles)
+      if (PT || it + 1 < k.iters) named_barrier_arrive(BAR_P_FREE, 256);
       u32 dsa[KP][4];
       pack_a<KP>(dsa, acc);
       wgmma_fence();
@@ -299,14 +362,14 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
       wgmma_commit();
       // dSᵀ rows (keys krow, krow + 8) into buffer it % 2: its last readers, block it - 2's dQ
       // products, completed before both consumers met at block it - 1's barrier.
-      store_ds_t<BM, BN>(sm.sds + (it & 1) * DS_BYTES, dsa, th.krow, th.t);
+      store_ds_t<BM, BN>(sm.sds + (gi & 1) * DS_BYTES, dsa, th.krow, th.t);
       fence_proxy_async_shared();
     }
     // dV (C 0) or dK (C 1) has completed: Q and dO are read by this warpgroup, and Pᵀ's or dSᵀ's
     // registers are free before dQ's. Consumer 1 meets consumer 0 first (its dSᵀ is stored).
     if (C == 1) named_barrier_sync(BAR_DS, 256);
     wgmma_wait<0>();
-    int it_late = it;  // (bwd_block's opaque copy: the stage recomputed, not kept live)
+    int it_late = gi;  // (bwd_block's opaque copy: the stage recomputed, not kept live)
     asm volatile("" : "+r"(it_late));
     if (!staged && th.lane == 0) d256_release(sm, sm.qring.slot(it_late), 1);
     if (C == 0) named_barrier_sync(BAR_DS, 256);
@@ -314,9 +377,11 @@ template <int C> __device__ __forceinline__ void d256_consume(const AttnBwdArgs&
     if (D256_PAIR && pair_sends(C)) pair_free(sm, sm.qring.slot(it_late), th.lane);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
     // consumer 0's tile in the stage's dO half, consumer 1's in its Q half
-    d256_dq(p, k, sm, th, it, h, m0, sem, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
+    d256_dq(p, k, sm, th, gi, h, m0, sem, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
   }
-  if (adder) {
+  // PT: this warp's products that read K and V have completed (the last dQ's wait)
+  if (PT && th.lane == 0) mbar_arrive(d256_kv_empty(sm));
+  if (adder && !PT) {
     tma_store_wait<0>();  // the last tile added before the block's memory goes
     if (BWD_CLUSTER > 1 && k.iters > 0) d256_release(sm, sm.qring.slot(k.iters - 1), 4);  // (the pair's producers wait for it)
   }
@@ -390,6 +455,129 @@ __device__ __forceinline__ void d256_writer(const AttnBwdArgs& p, const BwdWalk&
   if (lead) tma_store_wait<0>();  // (the last tiles read before the block's memory goes)
 }
 
+// D256_PERSIST: the tiles (key blocks of every key/value head and batch) and tile t's walk: in
+// the grid's order (key blocks fastest), or lpt_block's over the linear index (p.lpt_heads > 0,
+// causal: chunks of lpt_heads pairs, key block slowest within a chunk).
+__device__ __forceinline__ int d256_tiles(const AttnBwdArgs& p) { return (p.skv + BN - 1) / BN * (p.heads_q / p.group) * p.batch; }
+__device__ __forceinline__ BwdWalk d256_tile_walk(const AttnBwdArgs& p, int t) {
+  const int nx = (p.skv + BN - 1) / BN, hkv = p.heads_q / p.group;
+  int nb, pair;
+  if (p.lpt_heads > 0) {
+    const int g = p.lpt_heads, chunk = t / (g * nx), r = t - chunk * g * nx;
+    const int gc = min(g, hkv * p.batch - chunk * g);
+    pair = chunk * g + r % gc, nb = r / gc;
+  } else {
+    nb = t % nx, pair = t / nx;
+  }
+  BwdWalk k;
+  k.nb = nb, k.hk = pair % hkv, k.b = pair / hkv, k.it0 = 0;
+  k.n0 = nb * BN;
+  k.off = p.skv - p.sq;
+  k.m_first = p.causal ? max(0, k.n0 - k.off) / BM : 0;
+  k.per_head = (p.sq + BM - 1) / BM - k.m_first;
+  k.iters = p.group * k.per_head;
+  return k;
+}
+
+// D256_PERSIST's register split: the producer's loop over tiles spilled 12 bytes at 24 registers.
+constexpr int PERSIST_PRODUCER_REGS = 40, PERSIST_CONSUMER_REGS = 232;
+static_assert(128 * PERSIST_PRODUCER_REGS + 256 * PERSIST_CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "setmaxnreg's split");
+
+// D256_PERSIST: the producer warp's tiles. Tile j: its first stage, then (j > 0) K and V once
+// the consumers have read the previous tile's (kv_empty), the tile's index written before the
+// arrival on kv_full, then its other stages; the next tile fetched once this one's stages are
+// issued (so that the counter hands tiles out as late as the ring allows). When the counter runs
+// past the tiles, -1 and a plain arrival on kv_full. Stages count on across tiles (g0).
+__device__ __forceinline__ void d256_produce_tiles(const AttnBwdArgs& p, const BwdSmem& sm, const TmaMap* tq, const TmaMap* tk,
+                                                   const TmaMap* tv, const TmaMap* tdo) {
+  const int lane = threadIdx.x;
+  const int tiles = d256_tiles(p);
+  auto fetch = [&] {
+    int t = 0;
+    if (lane == 0) t = (int)atomicAdd(p.tail_sem, 1u);
+    return __shfl_sync(0xffffffffu, t, 0);
+  };
+  int tile = fetch(), g0 = 0;
+  for (int j = 0;; ++j) {
+    const bool done = tile >= tiles;
+    const BwdWalk k = d256_tile_walk(p, done ? 0 : tile);
+    const int iters = done ? 0 : k.iters;
+    const int kv_at = j == 0 ? 0 : min(1, iters);
+    for (int it = 0; it <= iters; ++it) {
+      if (it == kv_at) {
+        if (j > 0) mbar_wait(d256_kv_empty(sm), (j - 1) & 1);
+        if (lane == 0) {
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(d256_tile_at(sm)), "r"(done ? -1 : tile) : "memory");
+          if (done) {
+            mbar_arrive(sm.kv_full);
+          } else {
+            load_kv<DH, BN>(sm.sk, sm.sv, tk, tv, sm.kv_full, k.n0, k.hk, k.b);
+          }
+        }
+        if (j == 0) grid_dependency_wait();  // the preprocess's D (and zeroed dQ) before the first stage
+      }
+      if (it == iters) break;
+      int h, mb;
+      walk_at(k, p, it, h, mb);
+      const int m0 = mb * BM;
+      const int s = sm.qring.acquire(g0 + it);
+      if (lane == 0) {
+        mbar_expect_tx(sm.qring.full(s), STAGE_BYTES);
+        const u32 st = sm.ring + s * STAGE_BYTES;
+#pragma unroll
+        for (int d = 0; d < DH; ++d) {
+          tma_load_4d(st + d * HALF_Q, tq, sm.qring.full(s), 64 * d, m0, h, k.b);
+          tma_load_4d(st + Q_BYTES + d * HALF_Q, tdo, sm.qring.full(s), 64 * d, m0, h, k.b);
+        }
+      }
+      stage_lse_d<BM>(sm.vec + s * 2 * BM, p, k.b, h, m0, lane);
+      mbar_arrive(sm.qring.full(s));
+    }
+    if (done) break;
+    g0 += iters;
+    tile = fetch();
+  }
+  // The last CTA to finish fetching returns the counters to 0 for the next launch: every other
+  // CTA has made its final fetch before counting itself done (fa3_wgmma.cu's KILN_DYNAMIC).
+  if (lane == 0) {
+    __threadfence();
+    if (atomicAdd(p.tail_sem + 1, 1u) == gridDim.x - 1) {
+      p.tail_sem[0] = 0;
+      p.tail_sem[1] = 0;
+      __threadfence();
+    }
+  }
+}
+
+// D256_PERSIST: consumer C's tiles, each once its K and V (and index) have landed, until -1;
+// then consumer 0 takes consumer 1's arrival after the last Pᵀ it read, and the adder waits for
+// its last reduce before the CTA's memory goes.
+template <int C>
+__device__ __forceinline__ void d256_consume_tiles(const AttnBwdArgs& p, const BwdSmem& sm, const BwdThread& th, float4* px,
+                                                   const TmaMap* tdq) {
+  grid_dependency_wait();  // (the zeroed dQ accumulator before any reduce; the stages wait for D)
+  int g0 = 0;
+  u32* done = nullptr;  // D256_OVERLAP: the previous tile's count
+  for (int j = 0;; ++j) {
+    mbar_wait(sm.kv_full, j & 1);
+    int tile;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(d256_tile_at(sm)) : "memory");
+    if (tile < 0) break;
+    const BwdWalk k = d256_tile_walk(p, tile);
+    d256_consume<C, true>(p, k, sm, th, px, tdq, g0, done);
+    g0 += k.iters;
+    if (D256_OVERLAP) done = p.tail_sem + 2 + 2 * (k.b * (p.heads_q / p.group) + k.hk);
+  }
+  if (C == 0 && g0 > 0) named_barrier_sync(BAR_P_FREE, 256);
+  if (th.w == 0 && th.lane == 0) {
+    tma_store_wait<0>();
+    if (D256_OVERLAP && done != nullptr) {
+      fence_proxy_async_global();
+      red_release_add(done, 1);
+    }
+  }
+}
+
 // The staged variant takes the accumulator's map (tdq) after dO's, as bwd_fa3_tma_dq does.
 #if KILN_D256_DQ
 #define D256_DQ_MAP , const __grid_constant__ TmaMap tdq_map
@@ -419,6 +607,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     if (threadIdx.x == 0) pair_init(bwd_smem(smem_raw, OFF_VEC, OFF_BARS));
     bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq, p, consume,
                      [&](const BwdWalk& k, const BwdSmem& sm, int j) { d256_pair_writer(p, k, sm, tdq, j); });
+  } else if constexpr (D256_PERSIST) {
+    if (threadIdx.x == 0) mbar_init(d256_kv_empty(bwd_smem(smem_raw, OFF_VEC, OFF_BARS)), 8);  // (bwd_start fences the inits)
+    const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq);
+    if (D256_OVERLAP) launch_dependents();  // (every thread: the postprocess waits on the counts, not the grid)
+    ws_roles<PERSIST_PRODUCER_REGS, PERSIST_CONSUMER_REGS, 32>(
+        warpgroup_index(), [&] { d256_produce_tiles(p, sm, &tq, &tk, &tv, &tdo); },
+        [&](int c) {
+          BwdThread th;
+          th.c = c, th.w = (threadIdx.x / 32) % 4, th.lane = threadIdx.x % 32, th.t = th.lane & 3;
+          th.krow = 16 * th.w + (th.lane >> 2);
+          float4* px = reinterpret_cast<float4*>(sm.vec) - PX_BYTES / 16;
+          if (c == 0) {
+            d256_consume_tiles<0>(p, sm, th, px, tdq);
+          } else {
+            d256_consume_tiles<1>(p, sm, th, px, tdq);
+          }
+        });
   } else if constexpr (D256_WRITER) {
     bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq, p, consume,
                      [&](const BwdWalk& k, const BwdSmem& sm, int j) { d256_writer(p, k, sm, tdq, j); });

@@ -84,6 +84,9 @@ pub struct Workspaces {
     /// and a counter per split key block (zero between launches: the last part resets it).
     pub attn_bwd_tail: Scratch,
     pub attn_bwd_tail_counters: Scratch,
+    /// `bwd_fa3_d256_persist`: the next key block's counter and the CTAs done (its kernel returns
+    /// both to 0).
+    pub attn_bwd_work: Scratch,
     /// `decode_paged`: every split's fp32 partial O and LSE.
     pub decode_partials: Scratch,
     /// `swiglu_dual`: the split tiles' workspace and counters.
@@ -114,6 +117,7 @@ impl Workspaces {
             attn_bwd_dq_sem: Scratch::new("attention backward dQ counter", false),
             attn_bwd_tail: Scratch::new("attention backward tail partials", false),
             attn_bwd_tail_counters: Scratch::new("attention backward tail counter", true),
+            attn_bwd_work: Scratch::new("attention backward work counter", true),
             decode_partials: Scratch::new("decode partials workspace", false),
             swiglu_split: Scratch::new("SwiGLU split workspace", false),
             swiglu_split_counters: Scratch::new("SwiGLU split counter", true),

@@ -381,6 +381,8 @@ pub fn launch_tile_writers(
         det_trace: 0,
         rotate: false,
         det_slots: None,
+        persist: false,
+        overlap: false,
     };
     let t = WgmmaBwdTile {
         tail: sched.split.is_some(),
@@ -421,6 +423,14 @@ pub struct Sched {
     pub det_trace: u64,
     pub rotate: bool,
     pub det_slots: Option<u32>,
+    /// `bwd_fa3_d256_persist` (`KILN_D256_PERSIST`): one CTA a SM (at most one a key block)
+    /// taking key blocks from a counter (`tail_sem`, two words that the kernel returns to 0),
+    /// launched as a programmatic dependent of the preprocess.
+    pub persist: bool,
+    /// `bwd_fa3_d256_overlap` (with `persist`, `KILN_D256_OVERLAP`): the postprocess waits for
+    /// the counts of each (batch, key/value head) (`tail_sem` from word 2) and runs in the main
+    /// kernel's tail, a programmatic dependent of it.
+    pub overlap: bool,
 }
 
 impl Sched {
@@ -433,6 +443,8 @@ impl Sched {
             det_trace: 0,
             rotate: false,
             det_slots: None,
+            persist: false,
+            overlap: false,
         }
     }
 }
@@ -559,6 +571,16 @@ pub fn launch_main(
         (args.tail_sem, args.tail_acc) = tail::workspace(ctx, t, a.head_dim)?;
         (args.tail_parts, args.tail_full) = (t.parts as i32, t.full as i32);
     }
+    // `bwd_fa3_d256_persist`: the tiles' counter and the CTAs done, zero between launches
+    let tiles = (a.seqlen_kv as u32).div_ceil(bn) * a.heads_kv as u32 * a.batch as u32;
+    if sched.persist {
+        let pairs = if sched.overlap {
+            a.batch * a.heads_kv
+        } else {
+            0
+        };
+        args.tail_sem = ctx.scratch.attn_bwd_work.at_least(ctx, 8 + 8 * pairs)?;
+    }
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
     let es = a.dtype.size();
     let (qd, qs) = map_shape(
@@ -588,6 +610,7 @@ pub fn launch_main(
         cluster: (cluster > 1).then_some((cluster, 1, 1)),
         ..LaunchConfig::simple(
             match (packed, tail) {
+                _ if sched.persist => (tiles.min(ctx.info.sm_count), 1, 1),
                 (Some(g), _) => (g.key_blocks, a.heads_kv as u32, g.seqs),
                 (None, Some(t)) => (t.blocks(), 1, 1),
                 (None, None) => (
@@ -617,10 +640,20 @@ pub fn launch_main(
     // the context's, sized for `p` with 64-row query blocks by `BackwardWorkspace::of` (the dQ
     // accumulator a whole allocation, so its rows of 64 or 128 fp32 are 256-byte aligned for
     // `bwd_fa3_bulk_dq`'s bulk adds). The three launches run in order on one stream.
+    // (`bwd_fa3_d256_persist` waits for the preprocess in griddepcontrol.wait before it reads D
+    // or adds to the accumulator: it may start while the preprocess runs)
     unsafe {
         bwd_prep::launch_pre(ctx, &mut args)?;
-        main.launch(ctx.stream, &cfg, &mut params)?;
-        bwd_prep::launch_post(ctx, &mut args)
+        if sched.persist {
+            main.launch_dependent(ctx.stream, &cfg, &mut params)?;
+        } else {
+            main.launch(ctx.stream, &cfg, &mut params)?;
+        }
+        if sched.persist && sched.overlap {
+            bwd_prep::launch_post_wait(ctx, &mut args)
+        } else {
+            bwd_prep::launch_post(ctx, &mut args)
+        }
     }
 }
 

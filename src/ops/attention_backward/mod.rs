@@ -6,6 +6,7 @@ pub mod bwd_fa3_bulk_dq;
 pub mod bwd_fa3_d256;
 pub mod bwd_fa3_d256_lpt;
 pub mod bwd_fa3_d256_ordered;
+pub mod bwd_fa3_d256_persist;
 pub mod bwd_fa3_dq_late;
 pub mod bwd_fa3_lookahead;
 pub mod bwd_fa3_m128;
@@ -176,7 +177,7 @@ pub struct AttnBwdArgs {
     pub tail_parts: i32,
     pub tail_full: i32,
     /// u32 [split key blocks] counters, zero between launches; then (`tail_acc`) the parts' fp32
-    /// dK and dV partials.
+    /// dK and dV partials. (`bwd_fa3_d256_persist`: `tail_sem` its two work counters.)
     pub tail_sem: u64,
     pub tail_acc: u64,
     /// A diagnostic (`kiln attn bench --backward --det-trace`; 0 otherwise): u32 records of the

@@ -248,22 +248,10 @@ __device__ __forceinline__ void fp4_fence_fragments(u32 (&a)[MB][4][4]) {
 
 // Two wgmma batches in flight where the accumulators leave the registers for it: from 64
 // accumulators a thread on (SwiGLU at 64 tokens, the prefill tiles) ptxas serialises the wgmmas
-// in this loop's default form, so those tiles wait for each batch before issuing the next.
-//
-// KILN_FP4_FLIGHT = 2 (`KILN_FP4_GTILE=128`, the grouped GEMM's 128-token tile): two batches in
-// flight at 64 accumulators a thread (ptxas keeps them apart there: DEPBAR 0x1, no C7512; from
-// 80 it serialises them all). One batch at a time, a consumer's tensor work stops at every stage
-// for the batch's drain, the fence and the next issue, and the two consumers' batches drain
-// together: the 256-token GEMM tile ran ~1.9 k cycles a stage for 1,024 of tensor work at one
-// expert of 300 rows (H200, ledger F111), the 64-token tile (two in flight) ~0.75 k for 256.
-// The 128-token tile with two in flight has 512 a stage and, at 300 rows, 168 tiles on 132 SMs
-// where the 256-token tile has 112 of which half hold 44 rows (docs/moe.md, ledger F130).
-#if !defined(KILN_FP4_FLIGHT)
-#define KILN_FP4_FLIGHT 1
-#endif
-static_assert(KILN_FP4_FLIGHT == 1 || (KILN_FP4_FLIGHT == 2 && !KILN_SWIGLU && TT == 128 && MB == 1),
-              "KILN_FP4_FLIGHT 2 is the grouped GEMM's 128-token tile of 128 columns");
-constexpr bool kTwoInFlight = MB * TT / 2 <= 32 || KILN_FP4_FLIGHT == 2;
+// in this loop's default form, so those tiles wait for each batch before issuing the next (a
+// 128-token GEMM tile kept two in flight at 64, `KILN_FP4_GTILE=128`, and was no faster than the
+// 256-token tile: docs/moe.md, ledger F130, eliminated).
+constexpr bool kTwoInFlight = MB * TT / 2 <= 32;
 
 // Waits for ring iteration `it` and returns its stage, which every lane computes alike; with
 // two batches in flight the shuffle tells ptxas so. Without it, that loop keeps the stage in

@@ -415,25 +415,6 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_gemv_pdl, true, bit),
     },
     Knob {
-        name: "KILN_FP4_GTILE",
-        takes: || {
-            "256 or 128 (128: the 4-bit experts' grouped GEMM runs tiles of 128 tokens with two \
-             wgmma batches in flight where the rows would give its 256-token tile, or count a \
-             narrower one in its place; bf16 activations)"
-                .into()
-        },
-        default: "256",
-        set: |o, v| {
-            let tokens = |v: &str| match v {
-                "256" => Some(256),
-                "128" => Some(128),
-                _ => None,
-            };
-            put(&mut o.moe.fp4_gtile, or(v, 256, tokens))
-        },
-        show: |o| unless(o.moe.fp4_gtile, 256, |n| n.to_string()),
-    },
-    Knob {
         name: "KILN_FP4_LOAD",
         takes: || {
             "`bulk` (one bulk copy an atom) or `tma` (a TMA box of a map over the weights, 256-byte \

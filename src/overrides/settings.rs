@@ -388,12 +388,6 @@ pub struct MoeOverrides {
     /// 8 stages in the ring instead of 5; docs/moe.md, ledger F111). Default 128 until the
     /// device shows 256 faster in two rounds.
     pub fp4_gcols: u32,
-    /// `KILN_FP4_GTILE` (256 or 128): 128 runs the 4-bit experts' grouped GEMM as tiles of 128
-    /// tokens with two wgmma batches in flight where the rows would give its 256-token tile (or
-    /// `KILN_FP4_TILE=count` a narrower one in its place): the 256-token tile waits for each
-    /// batch before it issues the next (docs/moe.md, ledger F130). Default 256 until the device
-    /// shows 128 faster in two rounds.
-    pub fp4_gtile: u32,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -470,7 +464,6 @@ impl MoeOverrides {
         fp4_epi: 1,
         fp4_xtile: 2,
         fp4_gcols: 128,
-        fp4_gtile: 256,
         w4a8_sx_staged: true,
         w4a8_decode: W4a8Decode::Consumers,
         w4a8_beside: false,

@@ -112,10 +112,6 @@ pub struct Fp4Tile {
     /// Output columns of a tile: 128, or 256 for the grouped GEMM's 128-token tile under
     /// `KILN_FP4_GCOLS=256` ([`Fp4Tile::gemm_cols`]: two weight blocks a consumer a stage).
     pub cols: u32,
-    /// wgmma batches a consumer keeps in flight where the kernel's own rule gives one: 2 on the
-    /// grouped GEMM's 128-token tile under `KILN_FP4_GTILE=128` ([`Fp4Tile::gemm_flight`]),
-    /// else 1 (the kernel then keeps two where a thread holds at most 32 accumulators).
-    pub flight: u32,
 }
 
 impl Fp4Tile {
@@ -143,7 +139,6 @@ impl Fp4Tile {
             ctas: 1,
             experts: MAX_EXPERTS as u32,
             cols: TILE_N as u32,
-            flight: 1,
         };
         Fp4Tile {
             stages: probe.most_stages(true),
@@ -159,7 +154,6 @@ impl Fp4Tile {
             ctas: 1,
             experts: MAX_EXPERTS as u32,
             cols: TILE_N as u32,
-            flight: 1,
         };
         Fp4Tile {
             stages: probe.most_stages(swiglu),
@@ -178,36 +172,6 @@ impl Fp4Tile {
         Fp4Tile {
             stages: probe.most_stages(false),
             ..probe
-        }
-    }
-
-    /// The grouped GEMM's tile of 128 tokens by 128 columns with two wgmma batches in flight
-    /// (`KILN_FP4_GTILE=128`): 64 accumulators a consumer thread, which ptxas keeps apart from
-    /// the next batch's (from 80 it serialises them), so a consumer issues stage k + 1's batch
-    /// before it waits for stage k's; 21 KB a stage, 10 stages. One expert of 300 rows is 168
-    /// such tiles, 2 x 56 of 128 rows and 56 of 44, where the 256-token tile is 112 of which
-    /// half hold 44 rows and the 64-token tile (`KILN_FP4_TILE=count`'s) 280 (docs/moe.md F130).
-    pub fn gemm_flight() -> Fp4Tile {
-        Fp4Tile {
-            flight: 2,
-            ..Self::rs(128, false)
-        }
-    }
-
-    /// [`Fp4Tile::gemm_flight`] in place of this tile where `tokens` (`KILN_FP4_GTILE`) is 128,
-    /// `rows_tile` (the rows rule's tile, before `KILN_FP4_TILE=count`) is the grouped GEMM's
-    /// wide tile of 256 tokens with bf16 activations, and this is the rows rule's or count's
-    /// pick in its place on the register path; else this.
-    pub fn with_gemm_tokens(self, p: &MoeProblem, rows_tile: Fp4Tile, tokens: u32) -> Fp4Tile {
-        let fits = p.swiglu.is_none()
-            && p.input == DType::Bf16
-            && rows_tile.path == Fp4Path::Rs
-            && rows_tile.tt == 256
-            && self.path == Fp4Path::Rs;
-        if tokens == 128 && fits {
-            Self::gemm_flight()
-        } else {
-            self
         }
     }
 
@@ -416,18 +380,13 @@ impl Fp4Tile {
     pub fn label(self) -> String {
         match self.path {
             Fp4Path::Rs => format!(
-                "swapAB {}x{} (wgmma N 8..{}, {} stages{}{})",
+                "swapAB {}x{} (wgmma N 8..{}, {} stages{})",
                 self.cols,
                 self.tt,
                 self.tt,
                 self.stages,
                 if self.ctas > 1 {
                     format!(", {} CTAs an SM", self.ctas)
-                } else {
-                    String::new()
-                },
-                if self.flight > 1 {
-                    format!(", {} batches in flight", self.flight)
                 } else {
                     String::new()
                 }
@@ -613,20 +572,17 @@ pub struct Fp4Operands<'a> {
 
 /// The kernel's `KILN_FP4_EPI` for `KILN_FP4_EPI`'s value `epi` (0 `each`, 1 `ahead`, 2
 /// `defer`) on `tile` whose weights come in runs of `run` stages (`KILN_FP4_XTILE`): none on the
-/// decode tiles and the shared-memory path; 1 for `defer` on the 64-token tile, with runs and
-/// on the GEMM's tile of two batches in flight (with half their stores deferred ptxas
-/// serialises those kernels' wgmmas: C7511, C7513).
+/// decode tiles and the shared-memory path; 1 for `defer` on the 64-token tile and with runs
+/// (with half their stores deferred ptxas serialises those kernels' wgmmas: C7511, C7513).
 pub(crate) fn epi_define(epi: u32, tile: Fp4Tile, run: u32) -> Option<u32> {
     if epi == 0 || tile.tt < 64 || tile.path != Fp4Path::Rs {
         return None;
     }
-    Some(
-        if tile.tt < 128 || run > 1 || tile.cols > TILE_N as u32 || tile.flight > 1 {
-            1
-        } else {
-            epi
-        },
-    )
+    Some(if tile.tt < 128 || run > 1 || tile.cols > TILE_N as u32 {
+        1
+    } else {
+        epi
+    })
 }
 
 /// `KILN_FP4_XTILE`'s run (1, 2 or 4 stages of weights a copy) on `tile`, or none: none when the
@@ -742,14 +698,8 @@ impl Fp4Experts {
             .define("KILN_MAX_EXPERTS", tile.experts)
             .define("KILN_SMEM", tile.smem_bytes(swiglu));
         // KILN_FP4_GCOLS=256: the GEMM's tile of 256 columns (compiled when asked for)
-        let spec = if tile.cols > TILE_N as u32 {
+        if tile.cols > TILE_N as u32 {
             spec.define("KILN_FP4_GCOLS", tile.cols)
-        } else {
-            spec
-        };
-        // KILN_FP4_GTILE=128: the GEMM's 128-token tile, two batches in flight (when asked for)
-        if tile.flight > 1 {
-            spec.define("KILN_FP4_FLIGHT", tile.flight)
         } else {
             spec
         }
@@ -838,7 +788,6 @@ impl Fp4Experts {
             });
         }
         let mut tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
-        let rows_tile = tile;
         // KILN_FP4_TILE=8|16|64|wide: that tile whatever the rows (the register path)
         if let (Fp4TileRule::Tokens(tt), Fp4Path::Rs) = (o.fp4_tile, tile.path) {
             if tt == 0 && p.input != DType::Bf16 {
@@ -859,9 +808,6 @@ impl Fp4Experts {
         if let Some(paces) = o.fp4_tile.paces() {
             tile = dispatch::by_count(p, tile, sms, (o.fp4_ctas, o.fp4_pair_gemm), paces);
         }
-        // KILN_FP4_GTILE=128: the grouped GEMM's wide tile (or count's pick in its place) as 128
-        // tokens with two wgmma batches in flight
-        let tile = tile.with_gemm_tokens(p, rows_tile, o.fp4_gtile);
         // KILN_FP4_GCOLS=256: the grouped GEMM's 256-token tile as 128 tokens by 256 columns
         let tile = tile.with_gemm_cols(p, o.fp4_gcols);
         // KILN_FP4_DEEP=1: the paired decode tiles with tables for up to 256 experts and the
@@ -1344,60 +1290,6 @@ mod tests {
         assert_eq!(epi_define(2, Fp4Tile::prefill(true), 4), Some(1));
         assert_eq!(xtile_run(2, false, Fp4Tile::narrow(8, true)), None);
         assert_eq!(xtile_run(4, true, Fp4Tile::prefill(true)), Some(1));
-    }
-
-    /// `KILN_FP4_GTILE=128` (compiled when asked for): the grouped GEMM's 128-token tile with two
-    /// batches in flight, 21 KB a stage, 10 stages; taken in place of the rows rule's 256-token
-    /// tile and of count's narrower pick there, never for the SwiGLU or where the rows give a
-    /// decode tile; compiles without spills or wgmma serialised (C7512 would say so) in the
-    /// default load and epilogue forms and the old ones, both formats.
-    #[test]
-    fn the_gemm_tile_of_two_batches_in_flight_fits_and_compiles_clean() {
-        let t = Fp4Tile::gemm_flight();
-        assert_eq!((t.tt, t.cols, t.flight, t.stages), (128, 128, 2, 10));
-        assert!(t.smem_bytes(false) <= SMEM_LIMIT);
-        assert!(t.label().contains("2 batches in flight"), "{}", t.label());
-        let gemm = |c: &[usize]| MoeProblem::contiguous(c, 7168, 2048, DType::Bf16, DType::Bf16);
-        let mut o = MoeOverrides::NONE;
-        for (counts, want) in [
-            (&[300][..], true),
-            (&[0, 0, 77, 0][..], true),
-            (&[1024][..], true),
-            (&[40, 3][..], false), // the rows give the 64-token tile
-        ] {
-            let p = gemm(counts);
-            o.fp4_gtile = 128;
-            assert_eq!(
-                Fp4Experts::tile_with(&p, &o, 132).unwrap() == t,
-                want,
-                "{counts:?}"
-            );
-            o.fp4_gtile = 256;
-            assert_ne!(Fp4Experts::tile_with(&p, &o, 132).unwrap(), t, "{counts:?}");
-        }
-        let sw = gemm(&[300]).with_swiglu(crate::ops::moe::WeightLayout::Separate, true);
-        o.fp4_gtile = 128;
-        assert_eq!(Fp4Experts::tile_with(&sw, &o, 132).unwrap().flight, 1);
-        assert_eq!(epi_define(2, t, 1), Some(1));
-        if !crate::jit::testing::nvrtc_here() {
-            return;
-        }
-        let jit = crate::jit::Jit::without_cache();
-        let dev = crate::device::DeviceInfo::h100_sxm();
-        for f in Fp4Format::ALL {
-            for (xtile, epi) in [(DEFAULT_XTILE, DEFAULT_EPI), (0, 0)] {
-                let bare = Fp4Experts::spec_run("sm_90a", DType::Bf16, f, false, t, 1);
-                let spec = Fp4Experts::with_wide_forms(bare, t, xtile_run(xtile, false, t), epi);
-                assert!(spec
-                    .defines
-                    .iter()
-                    .any(|(k, v)| k == "KILN_FP4_FLIGHT" && v == "2"));
-                let c = jit.compile(&spec).unwrap();
-                let problems = crate::harness::check::judge(&spec, &c.resources, &dev);
-                assert!(problems.is_empty(), "{}: {problems:?}", spec.label());
-                assert!(!c.log.contains("C751"), "{}: {}", spec.label(), c.log);
-            }
-        }
     }
 
     /// `KILN_FP4_GCOLS=256` (compiled when asked for): the grouped GEMM's tile of 128 tokens by

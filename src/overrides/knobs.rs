@@ -464,17 +464,18 @@ pub(super) static KNOBS: &[Knob] = &[
             "`experts` (the 4-bit experts' wide tiles handed out expert by expert), \
              `whole-first` (every whole m-tile first, the experts' short last ones after them; \
              launches of at most 64 experts) or `auto` (whole-first where the host's counts \
-             simulate it well ahead: at most 16 experts with rows)"
+             simulate it well ahead on the fused SwiGLU's 128-token tile: at most 16 experts with \
+             rows; the default from 2026-11-30 night)"
                 .into()
         },
-        default: "experts",
+        default: "auto",
         set: |o, v| {
             put(
                 &mut o.moe.fp4_order,
-                or(v, Fp4Order::Experts, Fp4Order::parse),
+                or(v, Fp4Order::Auto, Fp4Order::parse),
             )
         },
-        show: |o| (o.moe.fp4_order != Fp4Order::Experts).then(|| o.moe.fp4_order.name().into()),
+        show: |o| (o.moe.fp4_order != Fp4Order::Auto).then(|| o.moe.fp4_order.name().into()),
     },
     Knob {
         name: "KILN_FP4_PAIR",

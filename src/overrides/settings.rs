@@ -338,8 +338,9 @@ pub struct MoeOverrides {
     /// [`crate::ops::moe::fp4::kernel::ORDER_EXPERTS`] experts: each expert's m-tiles in a row
     /// (the tables' order), or every whole m-tile first and the experts' short last ones after
     /// them, so that the long tiles start in the first wave (docs/moe.md, ledger F101), or that
-    /// only where the host's counts say it pays ([`Fp4Order`], ledger F141). Default `experts`
-    /// until the device shows `auto` faster in two rounds.
+    /// only where the host's counts say it pays ([`Fp4Order`], ledger F141). Default `auto`
+    /// from 2026-11-30 night (F161: two rounds on an H200, the folds 0.83-0.94 -> 1.06-1.10x
+    /// kiln's bf16, E64 unchanged; on the SwiGLU's 128-token tile only); `experts` for A/B.
     pub fp4_order: Fp4Order,
     /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
     /// atom this many stages before it fills its stage (a tile's first ones at its start):
@@ -455,7 +456,7 @@ impl MoeOverrides {
         fp4_fill: false,
         fp4_narrow: true,
         fp4_tile: Fp4TileRule::CountPair,
-        fp4_order: Fp4Order::Experts,
+        fp4_order: Fp4Order::Auto,
         fp4_prefetch: 0,
         fp4_load_tma: false,
         fp4_stagger: false,

@@ -108,7 +108,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_LOAD", "tma"),
         ("KILN_FP4_MMA", "sync"),
         ("KILN_FP4_NARROW", "0"),
-        ("KILN_FP4_ORDER", "auto"),
+        ("KILN_FP4_ORDER", "experts"),
         ("KILN_FP4_PAIR", "swiglu"),
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP4_PDL", "1"),

@@ -706,10 +706,14 @@ impl Fp4Experts {
     }
 
     /// Every specialisation, for `kiln check`: both ops and formats with bf16 activations and
-    /// every tile (the SwiGLU's shared-memory tile too) but the single 8-token one, which bf16
-    /// runs paired (`KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for), and
-    /// the SwiGLU's wide tiles cut in K as `KILN_FP4_TILE=count` (the default) launches them
-    /// where a launch has few ([`dispatch::few_wide`]); NVFP4 with f16 activations on the
+    /// every register-path tile but the single 8-token one, which bf16 runs paired
+    /// (`KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for), the SwiGLU's
+    /// wide tiles cut in K as `KILN_FP4_TILE=count-pair` (the default) launches them where a
+    /// launch has few ([`dispatch::few_wide`]), and the SwiGLU's 128-token tile in the
+    /// whole-first order as `KILN_FP4_ORDER=auto` (the default) launches it
+    /// ([`order::auto_tile`]; never cut in K: auto takes no launch of one round). Not the
+    /// SwiGLU's shared-memory tile, which runs only where `KILN_FP4_PATH=dq` forces it
+    /// (compiled when asked for; ledger F161). NVFP4 with f16 activations on the
     /// register path's tiles but prefill (which [`Fp4Tile::choose`] never gives f16). MXFP4 with
     /// f16 is not compiled: f16 holds MXFP4 weights exactly only within 2^24 of scale range, and
     /// the compile gate's variant budget is spent. The prefix kernel is the 16-bit MoE kernels'
@@ -721,8 +725,9 @@ impl Fp4Experts {
         let mut v = Vec::new();
         for swiglu in [false, true] {
             let tiles = Fp4Tile::all(swiglu);
+            let launched = |t: &&Fp4Tile| !(t.tt == 8 && t.ctas == 1) && t.path == Fp4Path::Rs;
             for f in Fp4Format::ALL {
-                for tile in tiles.iter().filter(|t| !(t.tt == 8 && t.ctas == 1)) {
+                for tile in tiles.iter().filter(launched) {
                     v.push(Self::spec(arch, DType::Bf16, f, swiglu, *tile));
                 }
                 if swiglu {
@@ -730,6 +735,8 @@ impl Fp4Experts {
                         let spec = Self::spec(arch, DType::Bf16, f, true, tile);
                         v.push(spec.define("KILN_FP4_WSPLIT", 1));
                     }
+                    let wide = Self::spec(arch, DType::Bf16, f, true, Fp4Tile::prefill(true));
+                    v.push(wide.define("KILN_FP4_ORDER", 1));
                 }
             }
             for tile in &tiles[..3] {
@@ -1537,7 +1544,16 @@ mod tests {
         let wide = Fp4Tile::prefill(true);
         assert!(order_whole_first(&o, &folds, wide, 132));
         assert!(order_whole_first(&auto, &folds, wide, 132));
-        assert!(!order_whole_first(&MoeOverrides::NONE, &folds, wide, 132));
+        // auto is the default (F161), and the folds' launch is in `kiln check`
+        assert!(order_whole_first(&MoeOverrides::NONE, &folds, wide, 132));
+        let experts = MoeOverrides {
+            fp4_order: Fp4Order::Experts,
+            ..MoeOverrides::NONE
+        };
+        assert!(!order_whole_first(&experts, &folds, wide, 132));
+        let ordered = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Mxfp4, true, wide)
+            .define("KILN_FP4_ORDER", 1);
+        assert!(Fp4Experts::variants("sm_90a").contains(&ordered));
         assert!(!order_whole_first(
             &o,
             &folds,
@@ -1688,7 +1704,8 @@ mod tests {
             );
         }
         // 2 ops x (2 formats x bf16 with 4 tiles and the paired 8-token tile, and NVFP4 f16
-        // with the 3 decode tiles), and the SwiGLU's shared-memory tile in both formats
+        // with the 3 decode tiles), and the SwiGLU's 128-token tile in the whole-first order in
+        // both formats (the shared-memory tile's two compiled when asked for since F161)
         assert_eq!(Fp4Experts::variants("sm_90a").len(), 28);
         // two CTAs fit an SM: their blocks' shared memory
         for swiglu in [false, true] {
@@ -1778,6 +1795,9 @@ mod tests {
             let mut want = Fp4Experts::spec("sm_90a", p.input, Fp4Format::Nvfp4, swiglu, tile);
             if dispatch::few_wide(&p, tile, tile.ctas * 132) {
                 want = want.define("KILN_FP4_WSPLIT", 1);
+            }
+            if order_whole_first(&o, &p, tile, 132) {
+                want = want.define("KILN_FP4_ORDER", 1);
             }
             assert!(compiled.contains(&want), "{p:?}: {want:?}");
         }

@@ -415,25 +415,6 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_gemv_pdl, true, bit),
     },
     Knob {
-        name: "KILN_FP4_GTILE",
-        takes: || {
-            "256 or 128 (128: the 4-bit experts' grouped GEMM runs tiles of 128 tokens with two \
-             wgmma batches in flight where the rows would give its 256-token tile, or count a \
-             narrower one in its place; bf16 activations)"
-                .into()
-        },
-        default: "256",
-        set: |o, v| {
-            let tokens = |v: &str| match v {
-                "256" => Some(256),
-                "128" => Some(128),
-                _ => None,
-            };
-            put(&mut o.moe.fp4_gtile, or(v, 256, tokens))
-        },
-        show: |o| unless(o.moe.fp4_gtile, 256, |n| n.to_string()),
-    },
-    Knob {
         name: "KILN_FP4_LOAD",
         takes: || {
             "`bulk` (one bulk copy an atom) or `tma` (a TMA box of a map over the weights, 256-byte \
@@ -483,17 +464,18 @@ pub(super) static KNOBS: &[Knob] = &[
             "`experts` (the 4-bit experts' wide tiles handed out expert by expert), \
              `whole-first` (every whole m-tile first, the experts' short last ones after them; \
              launches of at most 64 experts) or `auto` (whole-first where the host's counts \
-             simulate it well ahead: at most 16 experts with rows)"
+             simulate it well ahead on the fused SwiGLU's 128-token tile: at most 16 experts with \
+             rows; the default from 2026-11-30 night)"
                 .into()
         },
-        default: "experts",
+        default: "auto",
         set: |o, v| {
             put(
                 &mut o.moe.fp4_order,
-                or(v, Fp4Order::Experts, Fp4Order::parse),
+                or(v, Fp4Order::Auto, Fp4Order::parse),
             )
         },
-        show: |o| (o.moe.fp4_order != Fp4Order::Experts).then(|| o.moe.fp4_order.name().into()),
+        show: |o| (o.moe.fp4_order != Fp4Order::Auto).then(|| o.moe.fp4_order.name().into()),
     },
     Knob {
         name: "KILN_FP4_PAIR",
@@ -531,6 +513,18 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "0",
         set: |o, v| put(&mut o.moe.fp4_pdl, or(v, false, flag)),
         show: |o| unless(o.moe.fp4_pdl, false, bit),
+    },
+    Knob {
+        name: "KILN_FP4_PINGPONG",
+        takes: || {
+            "0 or 1 (1: the two consumers of the 4-bit experts' tiles of one wgmma batch in \
+             flight, the SwiGLU's 64- and 128-token tiles and the grouped GEMM's 256-token one, \
+             issue their batches in turn)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_pingpong, or(v, false, flag)),
+        show: |o| unless(o.moe.fp4_pingpong, false, bit),
     },
     Knob {
         name: "KILN_FP4_PREFETCH",

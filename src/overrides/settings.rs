@@ -338,8 +338,9 @@ pub struct MoeOverrides {
     /// [`crate::ops::moe::fp4::kernel::ORDER_EXPERTS`] experts: each expert's m-tiles in a row
     /// (the tables' order), or every whole m-tile first and the experts' short last ones after
     /// them, so that the long tiles start in the first wave (docs/moe.md, ledger F101), or that
-    /// only where the host's counts say it pays ([`Fp4Order`], ledger F141). Default `experts`
-    /// until the device shows `auto` faster in two rounds.
+    /// only where the host's counts say it pays ([`Fp4Order`], ledger F141). Default `auto`
+    /// from 2026-11-30 night (F161: two rounds on an H200, the folds 0.83-0.94 -> 1.06-1.10x
+    /// kiln's bf16, E64 unchanged; on the SwiGLU's 128-token tile only); `experts` for A/B.
     pub fp4_order: Fp4Order,
     /// `KILN_FP4_PREFETCH` (0 to 32): the 4-bit decode tiles' producer asks L2 for each weight
     /// atom this many stages before it fills its stage (a tile's first ones at its start):
@@ -388,12 +389,12 @@ pub struct MoeOverrides {
     /// 8 stages in the ring instead of 5; docs/moe.md, ledger F111). Default 128 until the
     /// device shows 256 faster in two rounds.
     pub fp4_gcols: u32,
-    /// `KILN_FP4_GTILE` (256 or 128): 128 runs the 4-bit experts' grouped GEMM as tiles of 128
-    /// tokens with two wgmma batches in flight where the rows would give its 256-token tile (or
-    /// `KILN_FP4_TILE=count` a narrower one in its place): the 256-token tile waits for each
-    /// batch before it issues the next (docs/moe.md, ledger F130). Default 256 until the device
-    /// shows 128 faster in two rounds.
-    pub fp4_gtile: u32,
+    /// `KILN_FP4_PINGPONG` (0 or 1): 1 has the two consumers of the 4-bit experts' tiles of one
+    /// wgmma batch in flight (the SwiGLU's 64- and 128-token tiles, the grouped GEMM's 256-token
+    /// one) issue their batches in turn, by two named barriers, so that one's batch is queued
+    /// in the tensor pipe while the other waits for its own (docs/moe.md, ledger F162). Default
+    /// 0 until the device shows 1 faster in two rounds.
+    pub fp4_pingpong: bool,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -461,7 +462,7 @@ impl MoeOverrides {
         fp4_fill: false,
         fp4_narrow: true,
         fp4_tile: Fp4TileRule::CountPair,
-        fp4_order: Fp4Order::Experts,
+        fp4_order: Fp4Order::Auto,
         fp4_prefetch: 0,
         fp4_load_tma: false,
         fp4_stagger: false,
@@ -470,7 +471,7 @@ impl MoeOverrides {
         fp4_epi: 1,
         fp4_xtile: 2,
         fp4_gcols: 128,
-        fp4_gtile: 256,
+        fp4_pingpong: false,
         w4a8_sx_staged: true,
         w4a8_decode: W4a8Decode::Consumers,
         w4a8_beside: false,

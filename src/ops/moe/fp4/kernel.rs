@@ -112,10 +112,6 @@ pub struct Fp4Tile {
     /// Output columns of a tile: 128, or 256 for the grouped GEMM's 128-token tile under
     /// `KILN_FP4_GCOLS=256` ([`Fp4Tile::gemm_cols`]: two weight blocks a consumer a stage).
     pub cols: u32,
-    /// wgmma batches a consumer keeps in flight where the kernel's own rule gives one: 2 on the
-    /// grouped GEMM's 128-token tile under `KILN_FP4_GTILE=128` ([`Fp4Tile::gemm_flight`]),
-    /// else 1 (the kernel then keeps two where a thread holds at most 32 accumulators).
-    pub flight: u32,
 }
 
 impl Fp4Tile {
@@ -143,7 +139,6 @@ impl Fp4Tile {
             ctas: 1,
             experts: MAX_EXPERTS as u32,
             cols: TILE_N as u32,
-            flight: 1,
         };
         Fp4Tile {
             stages: probe.most_stages(true),
@@ -159,7 +154,6 @@ impl Fp4Tile {
             ctas: 1,
             experts: MAX_EXPERTS as u32,
             cols: TILE_N as u32,
-            flight: 1,
         };
         Fp4Tile {
             stages: probe.most_stages(swiglu),
@@ -178,36 +172,6 @@ impl Fp4Tile {
         Fp4Tile {
             stages: probe.most_stages(false),
             ..probe
-        }
-    }
-
-    /// The grouped GEMM's tile of 128 tokens by 128 columns with two wgmma batches in flight
-    /// (`KILN_FP4_GTILE=128`): 64 accumulators a consumer thread, which ptxas keeps apart from
-    /// the next batch's (from 80 it serialises them), so a consumer issues stage k + 1's batch
-    /// before it waits for stage k's; 21 KB a stage, 10 stages. One expert of 300 rows is 168
-    /// such tiles, 2 x 56 of 128 rows and 56 of 44, where the 256-token tile is 112 of which
-    /// half hold 44 rows and the 64-token tile (`KILN_FP4_TILE=count`'s) 280 (docs/moe.md F130).
-    pub fn gemm_flight() -> Fp4Tile {
-        Fp4Tile {
-            flight: 2,
-            ..Self::rs(128, false)
-        }
-    }
-
-    /// [`Fp4Tile::gemm_flight`] in place of this tile where `tokens` (`KILN_FP4_GTILE`) is 128,
-    /// `rows_tile` (the rows rule's tile, before `KILN_FP4_TILE=count`) is the grouped GEMM's
-    /// wide tile of 256 tokens with bf16 activations, and this is the rows rule's or count's
-    /// pick in its place on the register path; else this.
-    pub fn with_gemm_tokens(self, p: &MoeProblem, rows_tile: Fp4Tile, tokens: u32) -> Fp4Tile {
-        let fits = p.swiglu.is_none()
-            && p.input == DType::Bf16
-            && rows_tile.path == Fp4Path::Rs
-            && rows_tile.tt == 256
-            && self.path == Fp4Path::Rs;
-        if tokens == 128 && fits {
-            Self::gemm_flight()
-        } else {
-            self
         }
     }
 
@@ -395,6 +359,15 @@ impl Fp4Tile {
         v
     }
 
+    /// Whether a consumer of this tile keeps one wgmma batch in flight (the kernel's
+    /// `kTwoInFlight` false: more than 32 accumulators a thread), where `KILN_FP4_PINGPONG` has
+    /// the two consumers issue in turn: the SwiGLU's 64- and 128-token tiles, the GEMM's
+    /// 256-token one (and its 128-token tile of 256 columns).
+    pub fn one_batch(self, swiglu: bool) -> bool {
+        let atoms = if swiglu { 2 } else { self.cols / TILE_N as u32 };
+        self.path == Fp4Path::Rs && atoms * self.tt / 2 > 32
+    }
+
     /// The decode tiles of 8 and 16 tokens on the register path: their X of a stage is one box,
     /// so the producer may bring a block's atoms of several stages in one copy (`KILN_FP4_RUN`),
     /// and they split a last wave in K (`KILN_FP4_TAIL`; the wider tiles under `KILN_FP4_FILL`).
@@ -416,18 +389,13 @@ impl Fp4Tile {
     pub fn label(self) -> String {
         match self.path {
             Fp4Path::Rs => format!(
-                "swapAB {}x{} (wgmma N 8..{}, {} stages{}{})",
+                "swapAB {}x{} (wgmma N 8..{}, {} stages{})",
                 self.cols,
                 self.tt,
                 self.tt,
                 self.stages,
                 if self.ctas > 1 {
                     format!(", {} CTAs an SM", self.ctas)
-                } else {
-                    String::new()
-                },
-                if self.flight > 1 {
-                    format!(", {} batches in flight", self.flight)
                 } else {
                     String::new()
                 }
@@ -613,20 +581,17 @@ pub struct Fp4Operands<'a> {
 
 /// The kernel's `KILN_FP4_EPI` for `KILN_FP4_EPI`'s value `epi` (0 `each`, 1 `ahead`, 2
 /// `defer`) on `tile` whose weights come in runs of `run` stages (`KILN_FP4_XTILE`): none on the
-/// decode tiles and the shared-memory path; 1 for `defer` on the 64-token tile, with runs and
-/// on the GEMM's tile of two batches in flight (with half their stores deferred ptxas
-/// serialises those kernels' wgmmas: C7511, C7513).
+/// decode tiles and the shared-memory path; 1 for `defer` on the 64-token tile and with runs
+/// (with half their stores deferred ptxas serialises those kernels' wgmmas: C7511, C7513).
 pub(crate) fn epi_define(epi: u32, tile: Fp4Tile, run: u32) -> Option<u32> {
     if epi == 0 || tile.tt < 64 || tile.path != Fp4Path::Rs {
         return None;
     }
-    Some(
-        if tile.tt < 128 || run > 1 || tile.cols > TILE_N as u32 || tile.flight > 1 {
-            1
-        } else {
-            epi
-        },
-    )
+    Some(if tile.tt < 128 || run > 1 || tile.cols > TILE_N as u32 {
+        1
+    } else {
+        epi
+    })
 }
 
 /// `KILN_FP4_XTILE`'s run (1, 2 or 4 stages of weights a copy) on `tile`, or none: none when the
@@ -742,24 +707,22 @@ impl Fp4Experts {
             .define("KILN_MAX_EXPERTS", tile.experts)
             .define("KILN_SMEM", tile.smem_bytes(swiglu));
         // KILN_FP4_GCOLS=256: the GEMM's tile of 256 columns (compiled when asked for)
-        let spec = if tile.cols > TILE_N as u32 {
+        if tile.cols > TILE_N as u32 {
             spec.define("KILN_FP4_GCOLS", tile.cols)
-        } else {
-            spec
-        };
-        // KILN_FP4_GTILE=128: the GEMM's 128-token tile, two batches in flight (when asked for)
-        if tile.flight > 1 {
-            spec.define("KILN_FP4_FLIGHT", tile.flight)
         } else {
             spec
         }
     }
 
     /// Every specialisation, for `kiln check`: both ops and formats with bf16 activations and
-    /// every tile (the SwiGLU's shared-memory tile too) but the single 8-token one, which bf16
-    /// runs paired (`KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for), and
-    /// the SwiGLU's wide tiles cut in K as `KILN_FP4_TILE=count` (the default) launches them
-    /// where a launch has few ([`dispatch::few_wide`]); NVFP4 with f16 activations on the
+    /// every register-path tile but the single 8-token one, which bf16 runs paired
+    /// (`KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for), the SwiGLU's
+    /// wide tiles cut in K as `KILN_FP4_TILE=count-pair` (the default) launches them where a
+    /// launch has few ([`dispatch::few_wide`]), and the SwiGLU's 128-token tile in the
+    /// whole-first order as `KILN_FP4_ORDER=auto` (the default) launches it
+    /// ([`order::auto_tile`]; never cut in K: auto takes no launch of one round). Not the
+    /// SwiGLU's shared-memory tile, which runs only where `KILN_FP4_PATH=dq` forces it
+    /// (compiled when asked for; ledger F161). NVFP4 with f16 activations on the
     /// register path's tiles but prefill (which [`Fp4Tile::choose`] never gives f16). MXFP4 with
     /// f16 is not compiled: f16 holds MXFP4 weights exactly only within 2^24 of scale range, and
     /// the compile gate's variant budget is spent. The prefix kernel is the 16-bit MoE kernels'
@@ -771,8 +734,9 @@ impl Fp4Experts {
         let mut v = Vec::new();
         for swiglu in [false, true] {
             let tiles = Fp4Tile::all(swiglu);
+            let launched = |t: &&Fp4Tile| !(t.tt == 8 && t.ctas == 1) && t.path == Fp4Path::Rs;
             for f in Fp4Format::ALL {
-                for tile in tiles.iter().filter(|t| !(t.tt == 8 && t.ctas == 1)) {
+                for tile in tiles.iter().filter(launched) {
                     v.push(Self::spec(arch, DType::Bf16, f, swiglu, *tile));
                 }
                 if swiglu {
@@ -780,6 +744,8 @@ impl Fp4Experts {
                         let spec = Self::spec(arch, DType::Bf16, f, true, tile);
                         v.push(spec.define("KILN_FP4_WSPLIT", 1));
                     }
+                    let wide = Self::spec(arch, DType::Bf16, f, true, Fp4Tile::prefill(true));
+                    v.push(wide.define("KILN_FP4_ORDER", 1));
                 }
             }
             for tile in &tiles[..3] {
@@ -838,7 +804,6 @@ impl Fp4Experts {
             });
         }
         let mut tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
-        let rows_tile = tile;
         // KILN_FP4_TILE=8|16|64|wide: that tile whatever the rows (the register path)
         if let (Fp4TileRule::Tokens(tt), Fp4Path::Rs) = (o.fp4_tile, tile.path) {
             if tt == 0 && p.input != DType::Bf16 {
@@ -859,9 +824,6 @@ impl Fp4Experts {
         if let Some(paces) = o.fp4_tile.paces() {
             tile = dispatch::by_count(p, tile, sms, (o.fp4_ctas, o.fp4_pair_gemm), paces);
         }
-        // KILN_FP4_GTILE=128: the grouped GEMM's wide tile (or count's pick in its place) as 128
-        // tokens with two wgmma batches in flight
-        let tile = tile.with_gemm_tokens(p, rows_tile, o.fp4_gtile);
         // KILN_FP4_GCOLS=256: the grouped GEMM's 256-token tile as 128 tokens by 256 columns
         let tile = tile.with_gemm_cols(p, o.fp4_gcols);
         // KILN_FP4_DEEP=1: the paired decode tiles with tables for up to 256 experts and the
@@ -960,6 +922,11 @@ impl Fp4Experts {
         let mut spec = Self::with_wide_forms(spec, tile, xtile, o.fp4_epi);
         if !ctx.overrides.moe.fp4_shift {
             spec = spec.define("KILN_FP4_ROT", 1); // the old decode, compiled when asked for
+        }
+        // KILN_FP4_PINGPONG=1: the two consumers of a tile of one batch in flight issue in turn
+        // (compiled when asked for)
+        if o.fp4_pingpong && tile.one_batch(swiglu) {
+            spec = spec.define("KILN_FP4_TURNS", 1);
         }
         // KILN_FP4_MMA=sync: the 8-token tile's warps on mma.sync (compiled when asked for)
         if ctx.overrides.moe.fp4_mma_sync && tile.tt == 8 && tile.path == Fp4Path::Rs {
@@ -1346,57 +1313,51 @@ mod tests {
         assert_eq!(xtile_run(4, true, Fp4Tile::prefill(true)), Some(1));
     }
 
-    /// `KILN_FP4_GTILE=128` (compiled when asked for): the grouped GEMM's 128-token tile with two
-    /// batches in flight, 21 KB a stage, 10 stages; taken in place of the rows rule's 256-token
-    /// tile and of count's narrower pick there, never for the SwiGLU or where the rows give a
-    /// decode tile; compiles without spills or wgmma serialised (C7512 would say so) in the
-    /// default load and epilogue forms and the old ones, both formats.
+    /// `KILN_FP4_PINGPONG=1` (compiled when asked for): on the tiles of one batch in flight
+    /// only (the SwiGLU's 64- and 128-token tiles, the GEMM's 256-token one and its tile of 256
+    /// columns; not the decode tiles nor the GEMM's 64-token tile, which keep two), and
+    /// compiles without spills or wgmma serialised in both ops' default forms, whole and cut in
+    /// K (the split's named barrier beside the turns').
     #[test]
-    fn the_gemm_tile_of_two_batches_in_flight_fits_and_compiles_clean() {
-        let t = Fp4Tile::gemm_flight();
-        assert_eq!((t.tt, t.cols, t.flight, t.stages), (128, 128, 2, 10));
-        assert!(t.smem_bytes(false) <= SMEM_LIMIT);
-        assert!(t.label().contains("2 batches in flight"), "{}", t.label());
-        let gemm = |c: &[usize]| MoeProblem::contiguous(c, 7168, 2048, DType::Bf16, DType::Bf16);
-        let mut o = MoeOverrides::NONE;
-        for (counts, want) in [
-            (&[300][..], true),
-            (&[0, 0, 77, 0][..], true),
-            (&[1024][..], true),
-            (&[40, 3][..], false), // the rows give the 64-token tile
+    fn the_consumers_in_turn_apply_to_one_batch_tiles_and_compile_clean() {
+        for (tile, swiglu, one) in [
+            (Fp4Tile::prefill(true), true, true),
+            (Fp4Tile::decode(true), true, true),
+            (Fp4Tile::prefill(false), false, true),
+            (Fp4Tile::gemm_cols(), false, true),
+            (Fp4Tile::decode(false), false, false),
+            (Fp4Tile::narrow(16, true), true, false),
+            (Fp4Tile::narrow(8, false), false, false),
         ] {
-            let p = gemm(counts);
-            o.fp4_gtile = 128;
-            assert_eq!(
-                Fp4Experts::tile_with(&p, &o, 132).unwrap() == t,
-                want,
-                "{counts:?}"
-            );
-            o.fp4_gtile = 256;
-            assert_ne!(Fp4Experts::tile_with(&p, &o, 132).unwrap(), t, "{counts:?}");
+            assert_eq!(tile.one_batch(swiglu), one, "{tile:?}");
         }
-        let sw = gemm(&[300]).with_swiglu(crate::ops::moe::WeightLayout::Separate, true);
-        o.fp4_gtile = 128;
-        assert_eq!(Fp4Experts::tile_with(&sw, &o, 132).unwrap().flight, 1);
-        assert_eq!(epi_define(2, t, 1), Some(1));
+        assert!(!Fp4Tile::dq().one_batch(true));
         if !crate::jit::testing::nvrtc_here() {
             return;
         }
+        let mut specs = Vec::new();
+        for (swiglu, tile) in [
+            (true, Fp4Tile::prefill(true)),
+            (true, Fp4Tile::decode(true)),
+            (false, Fp4Tile::prefill(false)),
+        ] {
+            let spec = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile)
+                .define("KILN_FP4_TURNS", 1);
+            specs.push(spec.clone());
+            if swiglu {
+                specs.push(spec.define("KILN_FP4_WSPLIT", 1));
+            }
+        }
+        let gemm = Fp4Tile::prefill(false);
+        let mx = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Mxfp4, false, gemm);
+        specs.push(mx.define("KILN_FP4_TURNS", 1));
         let jit = crate::jit::Jit::without_cache();
         let dev = crate::device::DeviceInfo::h100_sxm();
-        for f in Fp4Format::ALL {
-            for (xtile, epi) in [(DEFAULT_XTILE, DEFAULT_EPI), (0, 0)] {
-                let bare = Fp4Experts::spec_run("sm_90a", DType::Bf16, f, false, t, 1);
-                let spec = Fp4Experts::with_wide_forms(bare, t, xtile_run(xtile, false, t), epi);
-                assert!(spec
-                    .defines
-                    .iter()
-                    .any(|(k, v)| k == "KILN_FP4_FLIGHT" && v == "2"));
-                let c = jit.compile(&spec).unwrap();
-                let problems = crate::harness::check::judge(&spec, &c.resources, &dev);
-                assert!(problems.is_empty(), "{}: {problems:?}", spec.label());
-                assert!(!c.log.contains("C751"), "{}: {}", spec.label(), c.log);
-            }
+        for spec in &specs {
+            let c = jit.compile(spec).unwrap();
+            let problems = crate::harness::check::judge(spec, &c.resources, &dev);
+            assert!(problems.is_empty(), "{}: {problems:?}", spec.label());
+            assert!(!c.log.contains("C751"), "{}: {}", spec.label(), c.log);
         }
     }
 
@@ -1645,7 +1606,16 @@ mod tests {
         let wide = Fp4Tile::prefill(true);
         assert!(order_whole_first(&o, &folds, wide, 132));
         assert!(order_whole_first(&auto, &folds, wide, 132));
-        assert!(!order_whole_first(&MoeOverrides::NONE, &folds, wide, 132));
+        // auto is the default (F161), and the folds' launch is in `kiln check`
+        assert!(order_whole_first(&MoeOverrides::NONE, &folds, wide, 132));
+        let experts = MoeOverrides {
+            fp4_order: Fp4Order::Experts,
+            ..MoeOverrides::NONE
+        };
+        assert!(!order_whole_first(&experts, &folds, wide, 132));
+        let ordered = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Mxfp4, true, wide)
+            .define("KILN_FP4_ORDER", 1);
+        assert!(Fp4Experts::variants("sm_90a").contains(&ordered));
         assert!(!order_whole_first(
             &o,
             &folds,
@@ -1796,7 +1766,8 @@ mod tests {
             );
         }
         // 2 ops x (2 formats x bf16 with 4 tiles and the paired 8-token tile, and NVFP4 f16
-        // with the 3 decode tiles), and the SwiGLU's shared-memory tile in both formats
+        // with the 3 decode tiles), and the SwiGLU's 128-token tile in the whole-first order in
+        // both formats (the shared-memory tile's two compiled when asked for since F161)
         assert_eq!(Fp4Experts::variants("sm_90a").len(), 28);
         // two CTAs fit an SM: their blocks' shared memory
         for swiglu in [false, true] {
@@ -1886,6 +1857,9 @@ mod tests {
             let mut want = Fp4Experts::spec("sm_90a", p.input, Fp4Format::Nvfp4, swiglu, tile);
             if dispatch::few_wide(&p, tile, tile.ctas * 132) {
                 want = want.define("KILN_FP4_WSPLIT", 1);
+            }
+            if order_whole_first(&o, &p, tile, 132) {
+                want = want.define("KILN_FP4_ORDER", 1);
             }
             assert!(compiled.contains(&want), "{p:?}: {want:?}");
         }

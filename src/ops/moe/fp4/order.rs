@@ -15,6 +15,7 @@
 
 use super::dispatch::{width, Paces};
 use super::kernel::{Fp4Path, Fp4Tile, ORDER_EXPERTS};
+use crate::ops::gemm::DType;
 use crate::ops::moe::MoeProblem;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -22,11 +23,12 @@ use std::collections::BinaryHeap;
 /// `KILN_FP4_ORDER`: the order of the wide tiles' m-tiles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fp4Order {
-    /// Each expert's m-tiles in a row, heaviest expert first (the tables' order; the default).
+    /// Each expert's m-tiles in a row, heaviest expert first (the tables' order).
     Experts,
     /// Every whole m-tile first, then each expert's short last one (ledger F101).
     WholeFirst,
-    /// `WholeFirst` where [`whole_first_pays`] for the launch, else `Experts` (ledger F141).
+    /// `WholeFirst` where [`whole_first_pays`] for the launch, else `Experts` (ledger F141;
+    /// the default from 2026-11-30 night, F161: it won two rounds).
     Auto,
 }
 
@@ -59,11 +61,24 @@ pub const WHOLE_FIRST_SHARE: f64 = 0.88;
 /// tile (`fp4_whole_first` in kernels/moe/fp4_order.cuh), on the consumers' path between tiles.
 pub const AUTO_EXPERTS: usize = 16;
 
-/// Whether whole-first pays for `p` on `tile` over `sms` SMs: a wide tile of the register path
-/// over counts the host knows, at most [`AUTO_EXPERTS`] experts with rows, and the simulated
-/// launch at most [`WHOLE_FIRST_SHARE`] of the tables' order.
+/// Whether `auto` may take whole-first on `p`'s `tile`: the fused SwiGLU's 128-token tile with
+/// bf16 activations, the one tile the device timed it on (the folds, two rounds; ledger F141),
+/// and so the one whose whole-first form `kiln check` compiles (`Fp4Experts::variants`, both
+/// formats; ledger F161). `whole-first` itself takes any wide tile, compiled when asked for.
+pub fn auto_tile(p: &MoeProblem, tile: Fp4Tile) -> bool {
+    p.swiglu.is_some()
+        && p.input == DType::Bf16
+        && tile.path == Fp4Path::Rs
+        && tile == Fp4Tile::prefill(true)
+}
+
+/// Whether whole-first pays for `p` on `tile` over `sms` SMs: [`auto_tile`] over counts the
+/// host knows, at most [`AUTO_EXPERTS`] experts with rows, and the simulated launch at most
+/// [`WHOLE_FIRST_SHARE`] of the tables' order. Never a launch of one round (at most a tile a
+/// CTA: every tile starts at once in either order, so the simulation gives 1.0), hence never
+/// with the wide tiles' split, whose launches are of at most half the CTAs.
 pub fn whole_first_pays(p: &MoeProblem, tile: Fp4Tile, sms: u32) -> bool {
-    if p.is_masked() || tile.narrow_rs() || tile.path != Fp4Path::Rs || p.experts > ORDER_EXPERTS {
+    if p.is_masked() || !auto_tile(p, tile) || p.experts > ORDER_EXPERTS {
         return false;
     }
     let experts = p.spans().iter().filter(|s| s.1 > 0).count();
@@ -123,7 +138,6 @@ pub fn makespan_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, whole_first: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::DType;
     use crate::ops::moe::{uneven_counts, WeightLayout};
 
     fn sw(counts: &[usize], n: usize, k: usize) -> MoeProblem {
@@ -176,5 +190,14 @@ mod tests {
         // no wide tile, no host counts: never
         let folds = sw(&[144, 145, 16, 272, 0, 130, 160, 161], 2048, 7168);
         assert!(!whole_first_pays(&folds, Fp4Tile::narrow(16, true), 132));
+        // only the SwiGLU's 128-token tile with bf16 (what `kiln check` compiles): not its
+        // 64-token tile, the grouped GEMM's tiles nor f16 activations
+        assert!(!whole_first_pays(&folds, Fp4Tile::decode(true), 132));
+        let counts = [144, 145, 16, 272, 0, 130, 160, 161];
+        let gemm = MoeProblem::contiguous(&counts, 2048, 7168, DType::Bf16, DType::Bf16);
+        assert!(!whole_first_pays(&gemm, Fp4Tile::prefill(false), 132));
+        let f16 = MoeProblem::contiguous(&counts, 2048, 7168, DType::F16, DType::F16)
+            .with_swiglu(WeightLayout::Separate, true);
+        assert!(!whole_first_pays(&f16, Fp4Tile::prefill(true), 132));
     }
 }

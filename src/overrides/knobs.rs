@@ -890,11 +890,9 @@ pub(super) static KNOBS: &[Knob] = &[
              `rs-lanes` (rs with each K block's X scales laid out lane-major before the \
              promotion), `rs-frags` (rs-lanes on weights prepacked in the A fragments' order), \
              `wide` (ss in tiles of 192 tokens, three consumers; with KILN_W4A8_SX=tma only, at \
-             most 256 experts), `wide-lean` (wide with each decoding thread's shared loads \
+             most 256 experts) or `wide-lean` (wide with each decoding thread's shared loads \
              before its stores, its addresses kept across the K loop and seven operations a code \
-             word) or `wide-turn` (wide with \
-             each consumer decoding a whole stage in turn, two steps ahead, the consumers waiting \
-             at the slots' mbarriers instead of meeting): the form of the W4A8 experts' kernel"
+             word): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "auto",

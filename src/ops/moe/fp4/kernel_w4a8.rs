@@ -101,16 +101,11 @@ pub struct W4a8Variant {
     /// addresses kept across the K loop (no thread index re-read a step) and seven operations a
     /// code word (ledger F122; the SwiGLU's: [`W4a8Variant::kernel`]).
     pub lean: bool,
-    /// `KILN_W4A8_FORM=wide-turn` (with `wide`): each consumer decodes a whole stage in turn,
-    /// two steps ahead of its readers, who wait at the slots' mbarriers (64 bytes after the
-    /// tables) instead of meeting at a named barrier (ledger F150; the SwiGLU's:
-    /// [`W4a8Variant::kernel`]).
-    pub turn: bool,
 }
 
 impl W4a8Variant {
     const fn fixed_bytes(self) -> u32 {
-        let bars = if !matches!(self.decode, W4a8Decode::Consumers) || self.turn {
+        let bars = if !matches!(self.decode, W4a8Decode::Consumers) {
             SLOT_BARRIER_BYTES
         } else {
             0
@@ -177,7 +172,6 @@ impl W4a8Variant {
         frags: false,
         wide: false,
         lean: false,
-        turn: false,
     };
 
     /// `KILN_W4A8_FORM=wide`: the default's knobs in tiles of [`WIDE_BM`] tokens.
@@ -194,15 +188,9 @@ impl W4a8Variant {
         ..W4a8Variant::WIDE
     };
 
-    /// `KILN_W4A8_FORM=wide-turn` (ledger F150).
-    pub const WIDE_TURN: W4a8Variant = W4a8Variant {
-        turn: true,
-        ..W4a8Variant::WIDE
-    };
-
     /// Every variant, the default first; each entry spells only what differs from
     /// [`W4a8Variant::DEFAULT`] (or from [`W4a8Variant::WIDE`]).
-    pub const ALL: [W4a8Variant; 15] = {
+    pub const ALL: [W4a8Variant; 14] = {
         const D: W4a8Variant = W4a8Variant::DEFAULT;
         [
             D,
@@ -252,7 +240,6 @@ impl W4a8Variant {
             },
             W4a8Variant::WIDE,
             W4a8Variant::WIDE_LEAN,
-            W4a8Variant::WIDE_TURN,
         ]
     };
 
@@ -267,10 +254,10 @@ impl W4a8Variant {
     }
 
     /// The variant whose kernel runs it for the fused SwiGLU (`swiglu`) or the grouped GEMM: the
-    /// grouped GEMM's `wide-lean` and `wide-turn` are `wide` (their decodes spill there at 160
-    /// registers), so that they are one spec, one compile and one cache entry with it.
+    /// grouped GEMM's `wide-lean` is `wide` (its decode spills there at 160 registers), so that
+    /// they are one spec, one compile and one cache entry.
     pub const fn kernel(self, swiglu: bool) -> Self {
-        if !swiglu && (self.lean || self.turn) {
+        if !swiglu && self.lean {
             W4a8Variant::WIDE
         } else {
             self
@@ -303,15 +290,12 @@ impl W4a8Variant {
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
-        let wide = matches!(
-            form,
-            W4a8Form::Wide | W4a8Form::WideLean | W4a8Form::WideTurn
-        );
+        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideLean);
         let rs = matches!(form, W4a8Form::Rs | W4a8Form::RsLanes | W4a8Form::RsFrags);
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide, wide-lean and wide-turn read X's scales from the stages and decode on their \
+                "KILN_W4A8_FORM=wide and wide-lean read X's scales from the stages and decode on their \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
             ));
@@ -351,7 +335,6 @@ impl W4a8Variant {
             frags: form == W4a8Form::RsFrags,
             wide,
             lean: form == W4a8Form::WideLean,
-            turn: form == W4a8Form::WideTurn,
         })
     }
 }
@@ -566,9 +549,6 @@ impl W4a8Experts {
         }
         if v.lean {
             s = s.define("KILN_W4A8_LEAN", 1);
-        }
-        if v.turn {
-            s = s.define("KILN_W4A8_TURN", 1);
         }
         s
     }
@@ -793,23 +773,16 @@ mod tests {
         );
         assert_eq!(W4a8Experts::variants("sm_90a").len(), 4);
         assert!(W4a8Variant::ALL.contains(&W4a8Variant::WIDE));
-        // wide-lean's and wide-turn's grouped GEMM is wide's (the same spec, one compile); their
-        // SwiGLUs are their own
-        for v in [W4a8Variant::WIDE_LEAN, W4a8Variant::WIDE_TURN] {
-            assert!(W4a8Variant::ALL.contains(&v));
-            assert_eq!(
-                W4a8Experts::spec("sm_90a", false, v),
-                W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE)
-            );
-            assert_ne!(
-                W4a8Experts::spec("sm_90a", true, v),
-                W4a8Experts::spec("sm_90a", true, W4a8Variant::WIDE)
-            );
-        }
-        // wide-turn's slot barriers sit in the fixed part and cost no stage
+        // wide-lean's grouped GEMM is wide's (the same spec, one compile); its SwiGLU its own
+        let v = W4a8Variant::WIDE_LEAN;
+        assert!(W4a8Variant::ALL.contains(&v));
         assert_eq!(
-            W4a8Variant::WIDE_TURN.smem_bytes(),
-            W4a8Variant::WIDE.smem_bytes() + SLOT_BARRIER_BYTES
+            W4a8Experts::spec("sm_90a", false, v),
+            W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE)
+        );
+        assert_ne!(
+            W4a8Experts::spec("sm_90a", true, v),
+            W4a8Experts::spec("sm_90a", true, W4a8Variant::WIDE)
         );
     }
 
@@ -922,7 +895,6 @@ mod tests {
             (W4a8Form::Ss, W4a8Variant::DEFAULT),
             (W4a8Form::Wide, W4a8Variant::WIDE),
             (W4a8Form::WideLean, W4a8Variant::WIDE_LEAN),
-            (W4a8Form::WideTurn, W4a8Variant::WIDE_TURN),
         ] {
             let k = MoeOverrides {
                 w4a8_form: form,

@@ -890,9 +890,10 @@ pub(super) static KNOBS: &[Knob] = &[
              `rs-lanes` (rs with each K block's X scales laid out lane-major before the \
              promotion), `rs-frags` (rs-lanes on weights prepacked in the A fragments' order), \
              `wide` (ss in tiles of 192 tokens, three consumers; with KILN_W4A8_SX=tma only, at \
-             most 256 experts) or `wide-lean` (wide with each decoding thread's shared loads \
+             most 256 experts), `wide-lean` (wide with each decoding thread's shared loads \
              before its stores, its addresses kept across the K loop and seven operations a code \
-             word): the form of the W4A8 experts' kernel"
+             word) or `wide-rs` (rs-frags in tiles of 192 tokens, two consumers; at most 256 \
+             experts): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "auto",

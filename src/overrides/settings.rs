@@ -415,12 +415,13 @@ pub struct MoeOverrides {
     /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
-    /// `KILN_W4A8_FORM` (`auto`, `ss`, `rs`, `rs-lanes`, `rs-frags`, `wide` or `wide-lean`):
+    /// `KILN_W4A8_FORM` (`auto`, `ss`, `rs`, `rs-lanes`, `rs-frags`, `wide`, `wide-lean` or
+    /// `wide-rs`):
     /// the W4A8 experts with the decoded weights in shared memory as wgmma's B (both consumers
     /// reading one decode), decoded by each consumer into its register A operand with the tokens
     /// as N (docs/moe.md, ledger F20-F22), or in tiles of 192 tokens read by three consumers
     /// (`wide`, F60; `wide-lean` with each decoding thread's loads first from addresses kept a
-    /// tile, F122). Default
+    /// tile, F122; `wide-rs`, `rs-frags` in tiles of 192 tokens, F171). Default
     /// `auto`: `wide-lean` for the SwiGLU and `wide` for the grouped GEMM at prefill, where `wide`
     /// won two rounds (F60; the GEMM's F90, F120) and `wide-lean` two against `wide-first`, which
     /// had won two against `wide` (F91, F122, F150; `wide-first` deleted), `ss` at decode (F90).
@@ -536,6 +537,9 @@ pub enum W4a8Form {
     /// first store (F91's `wide-first`, deleted after this won two rounds against it), its
     /// addresses kept across the K loop and seven operations a code word (ledger F122, F150).
     WideLean,
+    /// `RsFrags` in tiles of 192 tokens: two consumers each decode their 64 weight rows into
+    /// wgmma's register A and run m64n192k32 over the tile's tokens (ledger F171).
+    WideRs,
 }
 
 impl W4a8Form {
@@ -549,11 +553,12 @@ impl W4a8Form {
             W4a8Form::RsFrags => "rs-frags",
             W4a8Form::Wide => "wide",
             W4a8Form::WideLean => "wide-lean",
+            W4a8Form::WideRs => "wide-rs",
         }
     }
 
     /// Every value the knob takes.
-    pub const ALL: [W4a8Form; 7] = [
+    pub const ALL: [W4a8Form; 8] = [
         W4a8Form::Auto,
         W4a8Form::Ss,
         W4a8Form::Rs,
@@ -561,6 +566,7 @@ impl W4a8Form {
         W4a8Form::RsFrags,
         W4a8Form::Wide,
         W4a8Form::WideLean,
+        W4a8Form::WideRs,
     ];
 }
 

@@ -113,11 +113,8 @@ __device__ __forceinline__ void fp4_walk_pairs(const Args& p, const MoeIndexRing
 // SX_BYTES > 0 (W4A8's KILN_W4A8_SX=1): the K block's X scales of the tile's BM rows ride too, one
 // box of `tma_sx` (the scales as one row) after the two atoms, from the tile's first scale
 // `kb * x_rows + row0` rounded down to 4: a box must start on 16 bytes of global memory.
-// AHEAD > 0 (W4A8's `wide-turn`, F152): before it waits for a stage, the producer asks L2 for the
-// two atoms AHEAD K blocks further in the tile (all of the first AHEAD at the tile's first), so
-// that a stage's weights come from L2 rather than DRAM when its stage is loaded.
 template <int STAGES, int BM, int BN, int BK, int XBOX, u32 X_BYTES, u32 ATOM, u32 STAGE_BYTES, u32 SX_BYTES = 0,
-          int AHEAD = 0, class Args>
+          class Args>
 __device__ __forceinline__ void fp4_produce_pairs(const Args& p, const TmaMap* tma_x, const MbarRing<STAGES>& stages,
                                                   const MoeIndexRing& ring, const int* table, u32 base,
                                                   const TmaMap* tma_sx = nullptr) {
@@ -125,11 +122,6 @@ __device__ __forceinline__ void fp4_produce_pairs(const Args& p, const TmaMap* t
   if constexpr (SX_BYTES > 0) tma_prefetch(tma_sx);
   fp4_walk_pairs<BM, BN, XBOX, ATOM>(p, ring, table, [&](u32 it, int kb, const MoeTile& tile, int boxes,
                                                           const unsigned char* src, u64 block_bytes) {
-    if constexpr (AHEAD > 0) {
-      for (int d = kb == 0 ? 1 : AHEAD; d <= AHEAD && kb + d < p.katoms; ++d)
-#pragma unroll
-        for (int a = 0; a < 2; ++a) bulk_prefetch_l2(src + (u64)d * ATOM + a * block_bytes, ATOM);
-    }
     const u32 bytes = boxes * XBOX * 128u + 2 * ATOM + SX_BYTES;  // X rows of 128 bytes
     ws_fill(stages, it, bytes, [&](int s, u32 bar) {
       const u32 sx = base + s * STAGE_BYTES;

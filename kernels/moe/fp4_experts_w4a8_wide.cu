@@ -34,7 +34,6 @@
 #include "moe/w4a8_args.cuh"
 #include "moe/w4a8_lean.cuh"
 #include "moe/w4a8_smem.cuh"
-#include "moe/w4a8_turn.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
 #error "KILN_SWIGLU, KILN_STAGES, KILN_MAX_EXPERTS and KILN_SMEM must be defined by the host"
@@ -52,13 +51,7 @@ constexpr u32 SX_OFF = X_BYTES + W_BYTES, SX_BYTES = SX_BOX * 4;
 constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + SX_BYTES + 1023) / 1024 * 1024;  // the host's stage size
 static_assert(SX_OFF % 128 == 0 && SX_OFF + SX_BYTES <= STAGE_BYTES, "the X scales fit the stage");
 constexpr u32 SLOT_BYTES = 128 * BK;  // the decoded B tile: 128 rows of 128 e4m3
-#if defined(KILN_W4A8_TURN)
-constexpr bool kTurn = true;  // `KILN_W4A8_FORM=wide-turn`, the SwiGLU only (F150; moe/w4a8_turn.cuh)
-#else
-constexpr bool kTurn = false;
-#endif
-static_assert(SLOTS == (int)TURN_SLOTS, "the turn form's slot barriers count the wide form's slots");
-constexpr u32 LUT_BYTES = kTurn ? 128 + TURN_BAR_BYTES : 128;  // 16 tables of 8 bytes (then the slots' barriers)
+constexpr u32 LUT_BYTES = 128;  // 16 tables of 8 bytes
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + SLOTS * SLOT_BYTES + LUT_BYTES + 2 * STAGES * 8 +
                                MOE_RING_BYTES + TABLE_BYTES,
@@ -120,21 +113,18 @@ __device__ __forceinline__ W4Lane wide_lane(int c) {
 }
 
 #if defined(KILN_W4A8_LEAN)
-constexpr bool kLean = KILN_SWIGLU;  // the grouped GEMM runs `wide` (as with kTurn)
+constexpr bool kLean = KILN_SWIGLU;  // the grouped GEMM runs `wide` (its lean decode spills)
 #else
 constexpr bool kLean = false;
 #endif
 
-// How a consumer with tokens gets each step's slot decoded: the three forms of the one K loop
-// (wide_kloop). start: at the tile's first step; ahead(it, more): in step it - 1 before its wait
-// (`more`: step it is the tile's); ready: step it's slot decoded, for its wgmmas; done: step it's
-// wgmmas waited for.
+// How a consumer with tokens gets each step's slot decoded: the two forms of the one K loop
+// (wide_kloop; a third, `wide-turn`, lost two rounds and was deleted, F152, F170). ready: step
+// it's slot decoded, for its wgmmas; done: step it's wgmmas waited for.
 //
 // `wide` (F60): consumers 0 and 1 decode atom c of each step's stage, its unit's addresses from the
 // thread index each step, and all three meet at named barrier 1.
 struct WideMeet {
-  __device__ __forceinline__ void start(const WideCtx&, u32, int) const {}
-  __device__ __forceinline__ void ahead(const WideCtx&, u32, bool) const {}
   __device__ __forceinline__ void ready(const WideCtx& x, const W4Stage& g, u32) const { wide_decode_meet(x, g); }
   __device__ __forceinline__ void done(const WideCtx& x, u32 it) const { wide_done(x, it); }
 };
@@ -146,8 +136,6 @@ struct WideMeet {
 // same meets, issues and frees).
 struct LeanMeet {
   W4Lane l;
-  __device__ __forceinline__ void start(const WideCtx&, u32, int) const {}
-  __device__ __forceinline__ void ahead(const WideCtx&, u32, bool) const {}
   __device__ __forceinline__ void ready(const WideCtx& x, const W4Stage& g, u32) const {
     if (x.c < DECODERS) {
       const u32 stage = x.base + g.s * STAGE_BYTES;
@@ -163,43 +151,6 @@ struct LeanMeet {
   __device__ __forceinline__ void done(const WideCtx& x, u32 it) const { wide_done(x, it); }
 };
 
-// `wide-turn` (KILN_W4A8_TURN, F150; moe/w4a8_turn.cuh): consumer it % 3 decodes step it's stage
-// whole, two steps ahead of its readers: the tile's first two stages at its start, then in step
-// j - 1 (before waiting for its slot, while batch j - 2 runs) stage j, whose slot last held step
-// j - 3's tile. A consumer waits for its step's slot at the slot's mbarrier, not for the others.
-__device__ __forceinline__ void turn_decode_at(const WideCtx& x, const W4Lane& l, u32 it) {
-  const int s = x.ring.wait_full(it);
-  turn_decode(x.lut, it, x.base + s * STAGE_BYTES, x.slots + (it % SLOTS) * SLOT_BYTES, l, x.lane);
-}
-__device__ __forceinline__ void turn_done(const WideCtx& x, u32 it) {
-  wide_done(x, it);
-  turn_free(x.lut, it, x.lane);
-}
-struct TurnMeet {
-  W4Lane l;  // atom 0's unit of the thread (atom 1's is 64 rows on)
-  __device__ __forceinline__ void start(const WideCtx& x, u32 it, int nk) const {
-    for (int j = 0; j < 2 && j < nk; ++j)
-      if ((it + j) % SLOTS == (u32)x.c) turn_decode_at(x, l, it + j);
-  }
-  __device__ __forceinline__ void ahead(const WideCtx& x, u32 it, bool more) const {
-    if (more && it % SLOTS == (u32)x.c) turn_decode_at(x, l, it);
-  }
-  __device__ __forceinline__ void ready(const WideCtx& x, const W4Stage&, u32 it) const { turn_wait_full(x.lut, it); }
-  __device__ __forceinline__ void done(const WideCtx& x, u32 it) const { turn_done(x, it); }
-};
-
-// A consumer without tokens in the tile, `wide-turn`: its turns of the decode, and every step's
-// stage and slot seen and freed.
-__device__ __forceinline__ void wide_idle_turn(const WideCtx& x, u32& it, int nk) {
-  const W4Lane l = wide_lane(0);
-  for (int j = 0; j < nk; ++j, ++it) {
-    if (it % SLOTS == (u32)x.c) turn_decode_at(x, l, it);
-    wide_wait<false>(x, it, 0);
-    turn_wait_full(x.lut, it);
-    turn_done(x, it);
-  }
-}
-
 // The K loop of a consumer with tokens, one batch in flight: block j - 1's batch is waited for,
 // freed and promoted once step j's slot is ready, then batch j goes into the same accumulator.
 // sxsh(j): the byte shift of block j's X scales in its box.
@@ -208,13 +159,11 @@ __device__ __forceinline__ void wide_kloop(const WideCtx& x, const Meet& m, u32&
                                            float (&acc)[64], const Sh& sxsh) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) fin[i] = 0.0f;
-  m.start(x, it, nk);
   W4Stage g = wide_wait<true>(x, it, sxsh(0));
   m.ready(x, g, it);
   wide_issue(x, g, acc);
   float2 sc = g.sc;
   for (int j = 1; j < nk; ++j) {
-    m.ahead(x, it + j + 1, j + 1 < nk);
     g = wide_wait<true>(x, it + j, sxsh(j));
     m.ready(x, g, it + j);
     wgmma_wait<0>();
@@ -238,14 +187,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const u32 slots = base + STAGES * STAGE_BYTES, lut = slots + SLOTS * SLOT_BYTES;
   const int E = p.experts;
   const MoeRings<STAGES> rings(smem_raw, raw, lut + LUT_BYTES, p.sched, E, 4 * CONSUMERS, 4 * CONSUMERS,  // lane 0 of each consumer warp
-                               [&] {
-                                 if constexpr (kTurn) turn_init(lut, CONSUMERS);
-                               },
-                               [&] { w4a8_write_tables(smem_raw, raw, lut); });
+                               [] {}, [&] { w4a8_write_tables(smem_raw, raw, lut); });
 
   ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
       warpgroup_index(),
-      [&] { w4a8_produce<STAGES, BM, BN, STAGE_BYTES, SX_BYTES, kTurn ? TURN_AHEAD : 0>(p, &tma_x, &tma_sx, rings, base); },
+      [&] { w4a8_produce<STAGES, BM, BN, STAGE_BYTES, SX_BYTES>(p, &tma_x, &tma_sx, rings, base); },
       [&](int c) {
         WideCtx x;
         w4a8_consumer_ctx(x, base, slots, lut, rings.stages, c, SX_OFF);
@@ -257,10 +203,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           const MoeTiles sp(rings.table, p.sched, E, p.tiles_n);
           if (t >= sp.tiles) break;
           const MoeTile tile = moe_tile(rings.table, E, t, sp.tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
-          if (tile.valid_rows <= 64 * c && kTurn) {  // no tokens: its turns of the decode, free
-            wide_idle_turn(x, it, p.katoms);
-            continue;
-          }
           if (tile.valid_rows <= 64 * c) {  // no tokens: decode (consumers 0, 1), meet, free
             for (int kb = 0; kb < p.katoms; ++kb, ++it) {
               wide_decode_meet(x, wide_wait<false>(x, it, 0));
@@ -270,9 +212,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           }
           const auto sxsh = [&](int kb) { return w4a8_sx_shift(kb, p.x_rows, tile.row0); };
           float fin[64], acc[64];
-          if constexpr (kTurn) {
-            wide_kloop(x, TurnMeet{wide_lane(0)}, it, p.katoms, fin, acc, sxsh);
-          } else if constexpr (kLean) {
+          if constexpr (kLean) {
             wide_kloop(x, LeanMeet{wide_lane(c)}, it, p.katoms, fin, acc, sxsh);
           } else {
             wide_kloop(x, WideMeet{}, it, p.katoms, fin, acc, sxsh);

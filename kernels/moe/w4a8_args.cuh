@@ -54,9 +54,9 @@ __device__ __forceinline__ u32 w4a8_bytes(u32 w, u32 t0, u32 t1) {
 // The producer thread of every W4A8 form: fp4_produce_pairs with W4A8's K block (128 e4m3), X boxes
 // of 32 rows and atoms. Per K block one stage of `rings`: the tile's BM X rows, the two weight atoms
 // and (SX_BYTES > 0) the box of X's scales.
-template <int STAGES, int BM, int BN, u32 STAGE_BYTES, u32 SX_BYTES, int AHEAD = 0>
+template <int STAGES, int BM, int BN, u32 STAGE_BYTES, u32 SX_BYTES>
 __device__ __forceinline__ void w4a8_produce(const W4a8Args& p, const TmaMap* tma_x, const TmaMap* tma_sx,
                                              const MoeRings<STAGES>& rings, u32 base) {
-  fp4_produce_pairs<STAGES, BM, BN, 128, 32, BM * 128, W4A8_ATOM_BYTES, STAGE_BYTES, SX_BYTES, AHEAD>(
+  fp4_produce_pairs<STAGES, BM, BN, 128, 32, BM * 128, W4A8_ATOM_BYTES, STAGE_BYTES, SX_BYTES>(
       p, tma_x, rings.stages, rings.ring, rings.table, base, tma_sx);
 }

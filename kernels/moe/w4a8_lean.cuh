@@ -1,7 +1,7 @@
-// The decode of `KILN_W4A8_FORM=wide-lean` (ledger F122; `auto`'s SwiGLU form from F150) and of
-// `wide-turn` (F150, moe/w4a8_turn.cuh): a decoding thread's unit of a stage (row t / 2 of atom c,
-// k 64 (t % 2) .. + 63, two 32-blocks) as w4a8_smem.cuh decodes it, all its shared loads before its
-// first store (F91's `wide-first`, deleted), with fewer instructions in its chain:
+// The decode of `KILN_W4A8_FORM=wide-lean` (ledger F122; `auto`'s SwiGLU form from F150): a
+// decoding thread's unit of a stage (row t / 2 of atom c, k 64 (t % 2) .. + 63, two 32-blocks) as
+// w4a8_smem.cuh decodes it, all its shared loads before its first store (F91's `wide-first`,
+// deleted), with fewer instructions in its chain:
 //
 // - its addresses from its place (W4Lane, once a tile), not from the thread
 //   index re-read every step (ncu of `wide-first`, F120's early call: an S2R and its dependents,

@@ -222,10 +222,6 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/w4a8_smem.cuh"),
     ),
     (
-        "moe/w4a8_turn.cuh",
-        include_str!("../../kernels/moe/w4a8_turn.cuh"),
-    ),
-    (
         "gemm/simt_naive.cu",
         include_str!("../../kernels/gemm/simt_naive.cu"),
     ),

@@ -886,9 +886,8 @@ pub(super) static KNOBS: &[Knob] = &[
              `wide` (ss in tiles of 192 tokens, three consumers; with KILN_W4A8_SX=tma only, at \
              most 256 experts), `wide-lean` (wide with each decoding thread's shared loads \
              before its stores, its addresses kept across the K loop and seven operations a code \
-             word) or `wide-turn` (wide with \
-             each consumer decoding a whole stage in turn, two steps ahead, the consumers waiting \
-             at the slots' mbarriers instead of meeting): the form of the W4A8 experts' kernel"
+             word) or `wide-rs` (rs-frags in tiles of 192 tokens, two consumers; at most 256 \
+             experts): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "auto",

@@ -417,12 +417,12 @@ pub struct MoeOverrides {
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
     /// `KILN_W4A8_FORM` (`auto`, `ss`, `rs`, `rs-lanes`, `rs-frags`, `wide`, `wide-lean` or
-    /// `wide-turn`):
+    /// `wide-rs`):
     /// the W4A8 experts with the decoded weights in shared memory as wgmma's B (both consumers
     /// reading one decode), decoded by each consumer into its register A operand with the tokens
     /// as N (docs/moe.md, ledger F20-F22), or in tiles of 192 tokens read by three consumers
     /// (`wide`, F60; `wide-lean` with each decoding thread's loads first from addresses kept a
-    /// tile, F122; `wide-turn` with each consumer decoding whole stages in turn, F150). Default
+    /// tile, F122; `wide-rs`, `rs-frags` in tiles of 192 tokens, F171). Default
     /// `auto`: `wide-lean` for the SwiGLU and `wide` for the grouped GEMM at prefill, where `wide`
     /// won two rounds (F60; the GEMM's F90, F120) and `wide-lean` two against `wide-first`, which
     /// had won two against `wide` (F91, F122, F150; `wide-first` deleted), `ss` at decode (F90).
@@ -538,10 +538,9 @@ pub enum W4a8Form {
     /// first store (F91's `wide-first`, deleted after this won two rounds against it), its
     /// addresses kept across the K loop and seven operations a code word (ledger F122, F150).
     WideLean,
-    /// `Wide` with each consumer decoding a whole stage in turn (stage it by consumer it % 3),
-    /// two steps ahead of its readers, who wait at the slot's mbarrier instead of meeting
-    /// (ledger F150).
-    WideTurn,
+    /// `RsFrags` in tiles of 192 tokens: two consumers each decode their 64 weight rows into
+    /// wgmma's register A and run m64n192k32 over the tile's tokens (ledger F171).
+    WideRs,
 }
 
 impl W4a8Form {
@@ -555,7 +554,7 @@ impl W4a8Form {
             W4a8Form::RsFrags => "rs-frags",
             W4a8Form::Wide => "wide",
             W4a8Form::WideLean => "wide-lean",
-            W4a8Form::WideTurn => "wide-turn",
+            W4a8Form::WideRs => "wide-rs",
         }
     }
 
@@ -568,7 +567,7 @@ impl W4a8Form {
         W4a8Form::RsFrags,
         W4a8Form::Wide,
         W4a8Form::WideLean,
-        W4a8Form::WideTurn,
+        W4a8Form::WideRs,
     ];
 }
 

@@ -57,6 +57,9 @@ const ATOM_STAGE_BYTES: u32 = 2 * W4A8_ATOM_BYTES as u32;
 pub const ATOM_STAGES: u32 = 6;
 /// Three decoded 128 x 128 e4m3 weight tiles, and the 15 e4m3 tables.
 const SLOTS_BYTES: u32 = 3 * 128 * 128;
+/// `KILN_W4A8_FORM=wide-rs`: no decoded tiles; the two consumers' lane-major scale buffers (four
+/// of 832 bytes each) in their place, so that six stages of 34 KB fit.
+const WIDE_RS_SLOTS_BYTES: u32 = 8 * 1024;
 const LUT_BYTES: u32 = 128;
 /// `KILN_W4A8_DECODE=producer`: each slot's ready and free barriers, after the tables.
 const SLOT_BARRIER_BYTES: u32 = 64;
@@ -93,7 +96,9 @@ pub struct W4a8Variant {
     pub frags: bool,
     /// `KILN_W4A8_FORM=wide`: `kernels/moe/fp4_experts_w4a8_wide.cu`, the shared-memory form in
     /// tiles of [`WIDE_BM`] tokens, three consumers reading each decoded weight tile (ledger
-    /// F60). Its own stages; with `sx_staged` and none of the other knobs.
+    /// F60). Its own stages; with `sx_staged` and none of the other knobs. With `rs`, `sx_lanes`
+    /// and `frags` (`KILN_W4A8_FORM=wide-rs`, F171): the register form in tiles of [`WIDE_BM`]
+    /// tokens, two consumers, six stages.
     pub wide: bool,
     /// `KILN_W4A8_FORM=wide-lean` (with `wide`; `auto`'s SwiGLU form): each decoding thread's
     /// shared loads of both 32-blocks of its unit before its first store (F91's `wide-first`,
@@ -101,21 +106,21 @@ pub struct W4a8Variant {
     /// addresses kept across the K loop (no thread index re-read a step) and seven operations a
     /// code word (ledger F122; the SwiGLU's: [`W4a8Variant::kernel`]).
     pub lean: bool,
-    /// `KILN_W4A8_FORM=wide-turn` (with `wide`): each consumer decodes a whole stage in turn,
-    /// two steps ahead of its readers, who wait at the slots' mbarriers (64 bytes after the
-    /// tables) instead of meeting at a named barrier (ledger F150; the SwiGLU's:
-    /// [`W4a8Variant::kernel`]).
-    pub turn: bool,
 }
 
 impl W4a8Variant {
     const fn fixed_bytes(self) -> u32 {
-        let bars = if !matches!(self.decode, W4a8Decode::Consumers) || self.turn {
+        let bars = if !matches!(self.decode, W4a8Decode::Consumers) {
             SLOT_BARRIER_BYTES
         } else {
             0
         };
-        1024 + SLOTS_BYTES + LUT_BYTES + bars + INDEX_RING_BYTES + (3 * self.max_experts() + 2) * 4
+        let slots = if self.rs && self.wide {
+            WIDE_RS_SLOTS_BYTES
+        } else {
+            SLOTS_BYTES
+        };
+        1024 + slots + LUT_BYTES + bars + INDEX_RING_BYTES + (3 * self.max_experts() + 2) * 4
     }
 
     /// Tokens of a tile.
@@ -177,7 +182,6 @@ impl W4a8Variant {
         frags: false,
         wide: false,
         lean: false,
-        turn: false,
     };
 
     /// `KILN_W4A8_FORM=wide`: the default's knobs in tiles of [`WIDE_BM`] tokens.
@@ -186,17 +190,19 @@ impl W4a8Variant {
         ..W4a8Variant::DEFAULT
     };
 
+    /// `KILN_W4A8_FORM=wide-rs` (ledger F171): `rs-frags` in tiles of [`WIDE_BM`] tokens.
+    pub const WIDE_RS: W4a8Variant = W4a8Variant {
+        rs: true,
+        sx_lanes: true,
+        frags: true,
+        ..W4a8Variant::WIDE
+    };
+
     /// What `KILN_W4A8_FORM=auto` runs for the fused SwiGLU at prefill ([`auto_form`]):
     /// `wide-lean` (ledger F122, F150: -2.5 to -3.0 % against `wide-first` in two rounds, which
     /// had won two against `wide`, F91).
     pub const WIDE_LEAN: W4a8Variant = W4a8Variant {
         lean: true,
-        ..W4a8Variant::WIDE
-    };
-
-    /// `KILN_W4A8_FORM=wide-turn` (ledger F150).
-    pub const WIDE_TURN: W4a8Variant = W4a8Variant {
-        turn: true,
         ..W4a8Variant::WIDE
     };
 
@@ -252,25 +258,25 @@ impl W4a8Variant {
             },
             W4a8Variant::WIDE,
             W4a8Variant::WIDE_LEAN,
-            W4a8Variant::WIDE_TURN,
+            W4a8Variant::WIDE_RS,
         ]
     };
 
     /// Threads a CTA: a fourth warpgroup with `KILN_W4A8_DECODE=warpgroup` (its decoders) and
-    /// `KILN_W4A8_FORM=wide` (a third consumer).
+    /// `KILN_W4A8_FORM=wide` (a third consumer; `wide-rs` has two).
     pub const fn threads(self) -> u32 {
         match self.decode {
-            _ if self.wide => 512,
+            _ if self.wide && !self.rs => 512,
             W4a8Decode::Warpgroup | W4a8Decode::WarpgroupRing => 512,
             _ => 384,
         }
     }
 
     /// The variant whose kernel runs it for the fused SwiGLU (`swiglu`) or the grouped GEMM: the
-    /// grouped GEMM's `wide-lean` and `wide-turn` are `wide` (their decodes spill there at 160
-    /// registers), so that they are one spec, one compile and one cache entry with it.
+    /// grouped GEMM's `wide-lean` is `wide` (its decode spills there at 160 registers), so that
+    /// they are one spec, one compile and one cache entry.
     pub const fn kernel(self, swiglu: bool) -> Self {
-        if !swiglu && (self.lean || self.turn) {
+        if !swiglu && self.lean {
             W4a8Variant::WIDE
         } else {
             self
@@ -303,15 +309,15 @@ impl W4a8Variant {
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
-        let wide = matches!(
+        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideLean | W4a8Form::WideRs);
+        let rs = matches!(
             form,
-            W4a8Form::Wide | W4a8Form::WideLean | W4a8Form::WideTurn
+            W4a8Form::Rs | W4a8Form::RsLanes | W4a8Form::RsFrags | W4a8Form::WideRs
         );
-        let rs = matches!(form, W4a8Form::Rs | W4a8Form::RsLanes | W4a8Form::RsFrags);
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide, wide-lean and wide-turn read X's scales from the stages and decode on their \
+                "KILN_W4A8_FORM=wide, wide-lean and wide-rs read X's scales from the stages and decode on their \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
             ));
@@ -347,11 +353,13 @@ impl W4a8Variant {
             beside,
             idle_decode,
             rs,
-            sx_lanes: matches!(form, W4a8Form::RsLanes | W4a8Form::RsFrags),
-            frags: form == W4a8Form::RsFrags,
+            sx_lanes: matches!(
+                form,
+                W4a8Form::RsLanes | W4a8Form::RsFrags | W4a8Form::WideRs
+            ),
+            frags: matches!(form, W4a8Form::RsFrags | W4a8Form::WideRs),
             wide,
             lean: form == W4a8Form::WideLean,
-            turn: form == W4a8Form::WideTurn,
         })
     }
 }
@@ -526,10 +534,10 @@ impl W4a8Experts {
     /// (`KILN_W4A8_IDLE=decode`); each defined only when on.
     pub fn spec(arch: &str, swiglu: bool, v: W4a8Variant) -> KernelSpec {
         let v = v.kernel(swiglu);
-        let (file, entry) = if v.wide {
-            ("moe/fp4_experts_w4a8_wide.cu", WIDE_ENTRY)
-        } else if v.rs {
+        let (file, entry) = if v.rs {
             ("moe/fp4_experts_w4a8_rs.cu", RS_ENTRY)
+        } else if v.wide {
+            ("moe/fp4_experts_w4a8_wide.cu", WIDE_ENTRY)
         } else {
             ("moe/fp4_experts_w4a8.cu", ENTRY)
         };
@@ -564,11 +572,11 @@ impl W4a8Experts {
         if v.frags {
             s = s.define("KILN_W4A8_FRAGS", 1);
         }
+        if v.rs && v.wide {
+            s = s.define("KILN_W4A8_RS_BM", WIDE_BM);
+        }
         if v.lean {
             s = s.define("KILN_W4A8_LEAN", 1);
-        }
-        if v.turn {
-            s = s.define("KILN_W4A8_TURN", 1);
         }
         s
     }
@@ -782,9 +790,14 @@ mod tests {
             .iter()
             .filter(|v| !v.wide)
             .all(|v| v.stages() == 6));
-        // the wide form's 34 KB stages: five, with the tables of 256 experts (four with 1,024)
+        // the wide form's 34 KB stages: five, with the tables of 256 experts (four with 1,024);
+        // wide-rs has no decoded tiles: six, two consumers
         for wide in W4a8Variant::ALL.iter().filter(|v| v.wide) {
-            assert!(wide.stages() == 5 && wide.threads() == 512);
+            let (stages, threads) = if wide.rs { (6, 384) } else { (5, 512) };
+            assert!(
+                wide.stages() == stages && wide.threads() == threads,
+                "{wide:?}"
+            );
             assert_eq!(wide.stage_size(), 192 * 128 + 10 * 1024);
         }
         assert_eq!(
@@ -793,23 +806,16 @@ mod tests {
         );
         assert_eq!(W4a8Experts::variants("sm_90a").len(), 4);
         assert!(W4a8Variant::ALL.contains(&W4a8Variant::WIDE));
-        // wide-lean's and wide-turn's grouped GEMM is wide's (the same spec, one compile); their
-        // SwiGLUs are their own
-        for v in [W4a8Variant::WIDE_LEAN, W4a8Variant::WIDE_TURN] {
-            assert!(W4a8Variant::ALL.contains(&v));
-            assert_eq!(
-                W4a8Experts::spec("sm_90a", false, v),
-                W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE)
-            );
-            assert_ne!(
-                W4a8Experts::spec("sm_90a", true, v),
-                W4a8Experts::spec("sm_90a", true, W4a8Variant::WIDE)
-            );
-        }
-        // wide-turn's slot barriers sit in the fixed part and cost no stage
+        // wide-lean's grouped GEMM is wide's (the same spec, one compile); its SwiGLU its own
+        let v = W4a8Variant::WIDE_LEAN;
+        assert!(W4a8Variant::ALL.contains(&v));
         assert_eq!(
-            W4a8Variant::WIDE_TURN.smem_bytes(),
-            W4a8Variant::WIDE.smem_bytes() + SLOT_BARRIER_BYTES
+            W4a8Experts::spec("sm_90a", false, v),
+            W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE)
+        );
+        assert_ne!(
+            W4a8Experts::spec("sm_90a", true, v),
+            W4a8Experts::spec("sm_90a", true, W4a8Variant::WIDE)
         );
     }
 
@@ -922,7 +928,7 @@ mod tests {
             (W4a8Form::Ss, W4a8Variant::DEFAULT),
             (W4a8Form::Wide, W4a8Variant::WIDE),
             (W4a8Form::WideLean, W4a8Variant::WIDE_LEAN),
-            (W4a8Form::WideTurn, W4a8Variant::WIDE_TURN),
+            (W4a8Form::WideRs, W4a8Variant::WIDE_RS),
         ] {
             let k = MoeOverrides {
                 w4a8_form: form,

@@ -91,7 +91,8 @@ pub enum W4a8Order {
 impl W4a8Order {
     /// The order the kernel form `KILN_W4A8_FORM` reads.
     pub fn for_form(form: crate::overrides::W4a8Form) -> Self {
-        if form == crate::overrides::W4a8Form::RsFrags {
+        use crate::overrides::W4a8Form;
+        if matches!(form, W4a8Form::RsFrags | W4a8Form::WideRs) {
             W4a8Order::Frags
         } else {
             W4a8Order::Rows

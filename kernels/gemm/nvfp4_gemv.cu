@@ -86,12 +86,6 @@
 // a step. X's chunks sit at xswz's swizzle (c ^ ((c >> 2) & 2)) with rows 528 bytes apart, so
 // the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
 //
-// KILN_GEMV_XR_SLOTS = 3 and KILN_GEMV_XR_REGS = 64 with 4 (`KILN_FP4_GEMV=packwarps`, pack's
-// one-tile ring at M 2-8): 3 slots a warp (two in flight) and at most 64 registers, so that the
-// host's one-wave rule fits up to 32 warps an SM instead of 24 (G41). Round 1 (H200): 31 % more
-// warps a scheduler made each warp 27 % slower, equal time at 4x8192x8192; -4.6 % at 4x4096x4096
-// (the same warps there: the smaller first generation of two slots in flight).
-//
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
 // lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
 // so that each pair decodes with fewer instructions). The standard word decodes a pair with a
@@ -190,12 +184,6 @@
 #if !defined(KILN_GEMV_TILES)
 #define KILN_GEMV_TILES 1
 #endif
-#if !defined(KILN_GEMV_XR_SLOTS)
-#define KILN_GEMV_XR_SLOTS 0
-#endif
-#if !defined(KILN_GEMV_XR_REGS)
-#define KILN_GEMV_XR_REGS 80
-#endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
 constexpr int NACC = KILN_GEMV_ACC;
@@ -243,10 +231,8 @@ constexpr int LEAN_STEPS = 2;                    // lean: steps a stage
 constexpr u32 LEAN_CODES = 16 * LEAN_STEPS * 64; // a stage's codes: 16 rows x 128 bytes
 constexpr u32 LEAN_SLOT = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales (16 x 16)
 constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the host's LEAN_MAX_M)
-// xring: one-step slots a warp's ring holds (KILN_GEMV_XR_SLOTS: 3 on the two-tile ring and on
-// the one-tile ring of `packwarps`, 4 otherwise)
-constexpr int XR_RING = KILN_GEMV_XR_SLOTS > 0 ? KILN_GEMV_XR_SLOTS : TILES == 2 ? 3 : 4;
-static_assert(XR_RING == 3 || XR_RING == 4, "the X ring holds 3 or 4 slots a warp");
+// xring: one-step slots a warp's ring holds (3 on the two-tile ring, 4 otherwise)
+constexpr int XR_RING = TILES == 2 ? 3 : 4;
 // a 3-slot ring steps its slots around (no modulo by 3)
 constexpr bool kXrStepped = XR_RING == 3;
 constexpr int XR_MAX_WARPS = 12;                 // xring: the most warps a CTA (the host's XR_MAX_WARPS)
@@ -1087,11 +1073,9 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
 }
 
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K. The X
-// ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit;
-// `packwarps`' X ring at most 64 (KILN_GEMV_XR_REGS: two CTAs of 512 threads), so that 32 do.
-static_assert(KILN_GEMV_XR_REGS == 80 || KILN_GEMV_XR_REGS == 64, "the X ring's bound: 80 or 64 registers");
+// ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit.
 #if KILN_GEMV_ASYNC == 4 || KILN_GEMV_ASYNC == 5
-#define GEMV_BOUNDS __launch_bounds__(KILN_GEMV_XR_REGS == 64 ? 512 : XR_MAX_WARPS * 32, 2)
+#define GEMV_BOUNDS __launch_bounds__(XR_MAX_WARPS * 32, 2)
 #else
 #define GEMV_BOUNDS __launch_bounds__(MAX_WARPS * 32, 1)
 #endif

@@ -10,7 +10,7 @@ use crate::ops::gemm::DType;
 use crate::overrides::Fp4Gemv;
 
 use super::fp4_quant::{check_packed, check_tensor_scale, Fp4Format, Fp4View};
-pub use super::nvfp4_gemv_pack::pack_gemv_codes;
+pub use super::nvfp4_gemv_pack::{pack_gemv_codes, tile_gemv_layout};
 
 pub const NAME: &str = "nvfp4_gemv";
 
@@ -375,6 +375,16 @@ pub fn spec_pack2(arch: &str, m: usize) -> KernelSpec {
     }
 }
 
+/// `KILN_FP4_GEMV=packt` (off; compiled only when asked for): the one-tile swizzled X ring on
+/// the GEMV layout tiled ([`tile_gemv_layout`]: a full 16-row tile's step, codes and scales,
+/// in whole 128-byte lines), at every M (`nf` its column tiles): each step's copies write 9
+/// wavefronts into shared memory where the row-by-row layout's write 32 (docs/fp4.md G50, G52).
+pub fn spec_packt(arch: &str, nf: u32) -> KernelSpec {
+    spec_xswz(arch, nf)
+        .define("KILN_GEMV_PACKED", 1)
+        .define("KILN_GEMV_TILED", 1)
+}
+
 /// Where the swizzled X ring puts X's 16-byte chunk `c` (0..15) of a row: the kernel's
 /// `xr_chunk`.
 pub fn xswz_chunk(c: usize) -> usize {
@@ -451,8 +461,12 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, 1) => Fp4Gemv::Lean,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1, _) => Fp4Gemv::Xswz,
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt, 1) => {
+                Fp4Gemv::Lean
+            }
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt, _) => {
+                Fp4Gemv::Xswz
+            }
             (a, _) => a,
         };
         match asked {
@@ -484,6 +498,7 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (Ker
     let nf = if m > 8 { 2 } else { 1 };
     match path {
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
+        Fp4Gemv::Packt => (spec_packt(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
@@ -582,8 +597,14 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt
     ) && p.takes_gemv_layout()
+}
+
+/// Whether the caller should hold the GEMV layout tiled ([`tile_gemv_layout`], codes and
+/// scales): `KILN_FP4_GEMV=packt` where [`gemv_layout_asked`].
+pub fn gemv_layout_tiled(ctx: &Context, p: &GemvProblem) -> bool {
+    ctx.overrides.moe.fp4_gemv == Fp4Gemv::Packt && gemv_layout_asked(ctx, p)
 }
 
 /// [`launch`] for codes in the GEMV layout ([`pack_gemv_codes`] of the standard codes; the
@@ -599,7 +620,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1) => a,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -614,7 +635,7 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
         Fp4Gemv::Pack if two => p.xswz2_warps(sms),
         Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 => p.xswz_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
@@ -1294,10 +1315,12 @@ mod tests {
                 spec_packsync("sm_90a", 4),
                 spec_pack1("sm_90a", 1),
                 with_pdl(spec_pack("sm_90a", 12)),
+                with_pdl(spec_packt("sm_90a", 1)),
+                with_pdl(spec_packt("sm_90a", 2)),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            let most = [112, 80, 80, 112, 80, 112, 80];
+            let most = [112, 80, 80, 112, 80, 112, 80, 80, 80];
             for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
@@ -1314,6 +1337,7 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::Packt), standard, "M {m} K {k}");
         }
     }
 

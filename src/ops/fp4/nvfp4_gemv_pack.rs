@@ -233,9 +233,9 @@ mod tests {
             .contains("16-byte"));
     }
 
-    /// The tiled layout puts step s of row i of a full tile at 1,024 s + 64 i (codes) and 128 s
-    /// + 8 i (scales) from the tile's start, leaves a partial tile's rows where they were, and
-    /// moves every byte once.
+    /// The tiled layout puts step s of row i of a full tile at 1,024 s + 64 i (codes) and at
+    /// 128 s + 8 i (scales) from the tile's start, leaves a partial tile's rows where they were,
+    /// and moves every byte once.
     #[test]
     fn the_tiled_layout_keeps_a_step_of_a_tile_contiguous() {
         let (n, k, batch) = (37, 256, 2);

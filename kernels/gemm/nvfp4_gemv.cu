@@ -141,7 +141,7 @@
 // from X's shared load to the mma) and the lean ring stores X as it loads it. At M 4 the X
 // ring's step is ~209 instructions (SASS, NVRTC 13.0), the two-tile ring's ~177 a tile-step.
 //
-// KILN_GEMV_TILED = 1 with KILN_GEMV_PACKED and the one-tile swizzled X ring
+// KILN_GEMV_TILED = 1 with KILN_GEMV_PACKED and a swizzled X ring, one tile or two
 // (`KILN_FP4_GEMV=packt`, off; G52): the GEMV layout tiled, so that a step's copies read whole
 // 128-byte lines. ncu's source counters of the X ring at 4x8192x8192 (G50): its shared loads
 // are conflict-free, and every excess wavefront is a copy's write, one wavefront a source line:
@@ -150,8 +150,9 @@
 // keep a step's codes as 16 rows x 64 bytes (1 KB) and its scales as 16 x 8 (128 bytes)
 // contiguous, step after step (`tile_gemv_layout` on the host); a partial last tile stays as
 // it was (the bounded copies read it). A lane copies 16 bytes at 16 L and 512 + 16 L of the
-// step's codes, from one source with an immediate offset, and lanes 0-7 16 bytes of its scales,
-// without a branch: 9 wavefronts a step's weights where 32 were.
+// step's codes, from one source with an immediate offset, and lanes 0-7 16 bytes of its scales:
+// 9 wavefronts a step's weights where 32 were. A two-tile CTA whose second tile is partial
+// copies its first tiled, its second bounded, row by row.
 //
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
@@ -231,9 +232,9 @@ constexpr bool kPdl = KILN_GEMV_PDL == 1;
 // 16-row tiles of W a CTA (KILN_GEMV_TILES): 2 only on the swizzled X ring at M up to 8
 constexpr int TILES = KILN_GEMV_TILES;
 static_assert(TILES == 1 || (TILES == 2 && kXswz && NF == 1), "two row tiles are the swizzled X ring's, M up to 8");
-// the tiled GEMV layout (KILN_GEMV_TILED): read by the one-tile swizzled X ring only
+// the tiled GEMV layout (KILN_GEMV_TILED): read by the swizzled X rings on the GEMV layout
 constexpr bool kTiled = KILN_GEMV_TILED == 1;
-static_assert(!kTiled || (kXswz && kPacked && TILES == 1), "the tiled GEMV layout is the one-tile pack ring's");
+static_assert(!kTiled || (kXswz && kPacked), "the tiled GEMV layout is the pack X rings'");
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -842,14 +843,16 @@ __device__ __forceinline__ void issue_xring_w(u32 dst, const GemvArgs& a, const 
 #pragma unroll
   for (int t = 0; t < TILES; ++t) {  // tile t: rows row0 + 16 t .., at dst + t RING_STEP
     const u32 d = dst + t * RING_STEP;
-    if (kTiled && fast) {
+    // tiled: a whole tile is tiled (the CTA's other may be partial, row by row, bounded)
+    const bool whole = kTiled && (TILES == 1 ? fast : row0 + 16 * (t + 1) <= a.n);
+    if (whole) {
       // the step's 1,152 bytes as they lie: codes at 16 L and 512 + 16 L, scales' 128 by lanes 0-7
-      const u8* src = reinterpret_cast<const u8*>(l.w0) + (u64)step * RING_CODES;
+      const u8* src = reinterpret_cast<const u8*>(l.w0 + t * l.wtile) + (u64)step * RING_CODES;
       cp_async16_full(d + 16 * lane, src);
       cp_async16_full(d + 512 + 16 * lane, src + 512);
       asm volatile("{ .reg .pred p; setp.lt.u32 p, %2, 8; @p cp.async.cg.shared.global [%0], [%1], 16; }\n" ::"r"(
                        d + RING_CODES + 16 * lane),
-                   "l"(l.s + (u64)step * (RING_STEP - RING_CODES)), "r"(lane));
+                   "l"(l.s + t * l.stile + (u64)step * (RING_STEP - RING_CODES)), "r"(lane));
     } else if (fast) {
       const u64 off = (u64)step * (STEP / 2) + t * l.wtile;
       cp_async16_full(d + g * 64 + 16 * q, reinterpret_cast<const void*>(l.w0 + off));
@@ -895,8 +898,8 @@ __device__ __forceinline__ void xring_kloop(Acc (&acc)[TILES], const GemvArgs& a
   l.w1 = reinterpret_cast<u64>(w + (i64)min(row0 + g + 8, a.n - 1) * (a.k / 2) + 16 * q);
   l.s = reinterpret_cast<u64>(s + (i64)min(row0 + lane % 16, a.n - 1) * (a.k / 16));
   if constexpr (kTiled) {
-    // the tile's steps from its first byte (a full tile: only the fast path reads these; lanes
-    // 8-31 keep a scale source inside the tile, never copied)
+    // the tile's steps from its first byte (whole tiles only read these; lanes 8-31 keep a scale
+    // source inside the tile, never copied)
     l.w0 = reinterpret_cast<u64>(w + (i64)row0 * (a.k / 2) + 16 * lane);
     l.w1 = l.w0;
     l.s = reinterpret_cast<u64>(s + (i64)row0 * (a.k / 16) + 16 * (lane % 8));

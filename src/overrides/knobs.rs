@@ -362,8 +362,8 @@ pub(super) static KNOBS: &[Knob] = &[
              above on codes in the GEMV layout, where the caller holds them so, xswz2 at M 2-8 where \
              a warp gets 16 steps of K or more; `packsync` with the first stages asked for in \
              order, `pack1` with lean1's stage at M 1 and the one-tile xswz at every shape above, `packt` with \
-             the one-tile xswz at every M on the GEMV layout tiled, a step's codes and scales \
-             contiguous), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
+             the one-tile xswz at every M, xswz2 where pack takes it, on the GEMV layout tiled, a \
+             step's codes and scales contiguous), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
              of 128"
                 .into()
         },

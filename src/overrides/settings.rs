@@ -619,9 +619,9 @@ pub enum Fp4Gemv {
     /// pairs are adjacent from G30 on (G21: the mma's B pairs are X's words as they are, no X
     /// permutes; -4.4 to -5 % at M 4, two rounds).
     Pack,
-    /// The one-tile `Xswz` ring at every M on the GEMV layout tiled
-    /// (`nvfp4_gemv::tile_gemv_layout`: a full 16-row tile's step of codes, 1 KB, and of scales,
-    /// 128 bytes, contiguous), where the caller holds it so (`fp4 verify` and `fp4 bench --gemv`
+    /// The one-tile `Xswz` ring at every M (the two-tile one where `Pack` takes it) on the GEMV
+    /// layout tiled (`nvfp4_gemv::tile_gemv_layout`: a full 16-row tile's step of codes, 1 KB,
+    /// and of scales, 128 bytes, contiguous), where the caller holds it so (`fp4 verify` and `fp4 bench --gemv`
     /// do under this knob): a step's copies read whole 128-byte lines, 9 shared wavefronts where
     /// `Pack`'s write 32 (ncu, 4x8192x8192: every excess wavefront of the M 4 loop is a copy's;
     /// docs/fp4.md G50, G52). Standard codes run what `Pack` runs on them.

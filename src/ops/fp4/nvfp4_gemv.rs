@@ -385,6 +385,15 @@ pub fn spec_packt(arch: &str, nf: u32) -> KernelSpec {
         .define("KILN_GEMV_TILED", 1)
 }
 
+/// `packt`'s two-tile form, where `pack` takes its two-tile ring
+/// ([`GemvProblem::two_tiles_pay`]; compiled only when asked for): the two-tile X ring on the
+/// tiled layout, a CTA's partial second tile copied row by row.
+pub fn spec_packt2(arch: &str) -> KernelSpec {
+    spec_xswz2(arch)
+        .define("KILN_GEMV_PACKED", 1)
+        .define("KILN_GEMV_TILED", 1)
+}
+
 /// Where the swizzled X ring puts X's 16-byte chunk `c` (0..15) of a row: the kernel's
 /// `xr_chunk`.
 pub fn xswz_chunk(c: usize) -> usize {
@@ -498,6 +507,7 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (Ker
     let nf = if m > 8 { 2 } else { 1 };
     match path {
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
+        Fp4Gemv::Packt if two => (spec_packt2(arch), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Packt => (spec_packt(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
@@ -628,12 +638,12 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
 
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
-    // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
-    let two = path == Fp4Gemv::Pack && p.two_tiles_pay(sms);
+    // pack (and packt): the two-tile X ring where a warp's share of K is long (G19, G20)
+    let two = matches!(path, Fp4Gemv::Pack | Fp4Gemv::Packt) && p.two_tiles_pay(sms);
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
-        Fp4Gemv::Pack if two => p.xswz2_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packt if two => p.xswz2_warps(sms),
         Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
         Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
@@ -1317,10 +1327,11 @@ mod tests {
                 with_pdl(spec_pack("sm_90a", 12)),
                 with_pdl(spec_packt("sm_90a", 1)),
                 with_pdl(spec_packt("sm_90a", 2)),
+                with_pdl(spec_packt2("sm_90a")),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            let most = [112, 80, 80, 112, 80, 112, 80, 80, 80];
+            let most = [112, 80, 80, 112, 80, 112, 80, 80, 80, 80];
             for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());

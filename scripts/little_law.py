@@ -6,29 +6,16 @@
 # stream reaches against the bytes it keeps in flight an SM (warps an SM x 32 lanes x U 16-byte
 # loads each, all issued before any is used), over 1 GB (the steady state) and 37.7 MB (the
 # 1x8192x8192 GEMV's bytes; L2 flushed before each launch): Little's law, latency = bytes in
-# flight / rate, gives the loaded latency at each point of the curve.
-import ctypes, glob, os, statistics
+# flight / rate, gives the loaded latency at each point of the curve. The L2 is flushed by
+# reading (cuda_ctypes.L2Flush; before 2026-11-30 night by rewriting a buffer, which left dirty
+# lines for the timed kernel to write back).
+import statistics
 
 import torch
 
-SRC = r'''
-typedef unsigned long long u64; typedef unsigned int u32;
-struct __align__(16) u4 { u32 x, y, z, w; };
+from cuda_ctypes import COMMON, L2Flush, Module, filled, u32, u64
 
-__device__ __forceinline__ u4 ld_stream(const u4* p) {
-  u4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
-extern "C" __global__ void fill(u32* p, u64 n, u32 seed) {
-  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-    u32 h = (u32)i * 2654435761u ^ seed; h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = h;
-  }
-}
-
+SRC = COMMON + r'''
 // one thread: `hops` dependent loads (L2 only: .cg), each the index of the next
 extern "C" __global__ void chase(const u64* p, u64 start, u32 hops, u64* out) {
   u64 i = start;
@@ -73,74 +60,14 @@ __device__ __forceinline__ void rd(const u4* __restrict__ buf, u64 n16, u32* sin
 RD(1) RD(2) RD(4) RD(8) RD(16)
 '''
 
-cuda = ctypes.CDLL("libcuda.so.1")
-
-
-def nvrtc_lib():
-    dirs = sorted(glob.glob("/usr/local/cuda*/lib64")) + \
-        sorted(glob.glob(os.path.dirname(torch.__path__[0]) + "/nvidia/*/lib")) + [os.environ.get("NVRTC_DIR", "/")]
-    for d in dirs:
-        libs = sorted(glob.glob(d + "/libnvrtc.so.1[3-9]*")) or sorted(glob.glob(d + "/libnvrtc.so*"))
-        if not libs:
-            continue
-        for b in sorted(glob.glob(d + "/libnvrtc-builtins.so*")):
-            try:
-                ctypes.CDLL(b, mode=ctypes.RTLD_GLOBAL)
-            except OSError:
-                pass
-        try:
-            return ctypes.CDLL(libs[0])
-        except OSError:
-            pass
-    raise SystemExit("no libnvrtc found")
-
-
-def ck(r, what):
-    if r != 0:
-        raise SystemExit(f"{what} failed: {r}")
-
-
-nvrtc = nvrtc_lib()
-torch.cuda.init()
-torch.zeros(1, device="cuda")
-prog = ctypes.c_void_p()
-ck(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), SRC.encode(), b"little.cu", 0, None, None), "nvrtcCreateProgram")
-opts = [b"--gpu-architecture=sm_90a", b"--std=c++17", b"-default-device"]
-if nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts)) != 0:
-    n = ctypes.c_size_t()
-    nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-    log = ctypes.create_string_buffer(n.value)
-    nvrtc.nvrtcGetProgramLog(prog, log)
-    raise SystemExit("compile failed:\n" + log.value.decode())
-n = ctypes.c_size_t()
-ck(nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(n)), "cubin size")
-cubin = ctypes.create_string_buffer(n.value)
-ck(nvrtc.nvrtcGetCUBIN(prog, cubin), "cubin")
-mod = ctypes.c_void_p()
-ck(cuda.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
-u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-
-
-class Kernel:
-    def __init__(self, name):
-        self.f = ctypes.c_void_p()
-        ck(cuda.cuModuleGetFunction(ctypes.byref(self.f), mod, name.encode()), name)
-
-    def __call__(self, grid, block, args, smem=0):
-        vals = [a if isinstance(a, (u64, u32)) else u64(a.data_ptr()) for a in args]
-        ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        ck(cuda.cuLaunchKernel(self.f, grid, 1, 1, block, 1, 1, smem, stream, ptrs, None), "launch")
-
-
+mod = Module(SRC, "little.cu")
 props = torch.cuda.get_device_properties(0)
 SMS, L2 = props.multi_processor_count, props.L2_cache_size
 print(f"device {props.name} SMs {SMS} L2 {L2 >> 20} MB, torch {torch.__version__}")
-fill, chase = Kernel("fill"), Kernel("chase")
-rds = {u: Kernel(f"rd{u}") for u in (1, 2, 4, 8, 16)}
-for k in rds.values():  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    ck(cuda.cuFuncSetAttribute(k.f, 8, 227 * 1024), "smem attribute")
+chase = mod.kernel("chase")
+rds = {u: mod.kernel(f"rd{u}", max_dynamic_shared=227 * 1024) for u in (1, 2, 4, 8, 16)}
 sink = torch.zeros(4, dtype=torch.int32, device="cuda")
+flush = L2Flush(mod)
 
 
 def ev():
@@ -161,9 +88,6 @@ def timed(go, reps, flush=None):
     return statistics.median(ts)
 
 
-flush_buf = torch.empty(4 * L2, dtype=torch.uint8, device="cuda")
-fill(SMS * 8, 512, (flush_buf, u64(flush_buf.numel() // 4), u32(3)))
-
 # (a) pointer chase: one random cycle over up to 2 M random 128-byte lines of the region (256 MB
 # of lines, over the L2), timed over its first 8,192 hops, each a line not touched before (a
 # cycle of 8,192 lines, 1 MB, warmed first, measured the L2: 150 ns everywhere)
@@ -182,7 +106,7 @@ for label, nbytes, hops in (("8 MB (L2, warm)", 8 << 20, 4096), ("256 MB", 256 <
     if nodes * 128 <= L2:  # the L2's latency: the whole cycle warmed first
         chase(1, 1, (p, u64(int(pos[0])), u32(nodes), out))
     else:  # DRAM's: flush, then hops over lines not touched since
-        flush_buf.add_(1)
+        flush()
     torch.cuda.synchronize()
     us = timed(lambda: chase(1, 1, (p, u64(int(pos[nodes // 2])), u32(hops), out)), 1)
     torch.cuda.synchronize()
@@ -191,14 +115,7 @@ for label, nbytes, hops in (("8 MB (L2, warm)", 8 << 20, 4096), ("256 MB", 256 <
     torch.cuda.empty_cache()
 
 # (b) the read rate against the bytes in flight an SM
-big = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-fill(SMS * 8, 512, (big, u64((1 << 30) // 4), u32(7)))
-
-
-def flush():
-    flush_buf.add_(1)
-
-
+big = filled(mod, 1 << 30, 7)
 COPY = 4.22e12
 for label, nbytes, reps, fl in (("1 GB, back to back", 1 << 30, 7, None),
                                 ("37.7 MB, L2 flushed before each", 37748736, 15, flush)):

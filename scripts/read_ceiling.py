@@ -5,43 +5,14 @@
 # l2_read_flush, contiguous per-CTA chunks with 8 loads in flight, a TMA bulk ring), timed
 # (a) as single launches with L2 flushed before each (events around the launch, as kiln's bench)
 # (b) as a CUDA graph of 16 back-to-back launches over 16 rotating buffers (per launch).
-import sys, statistics, ctypes, glob
+import sys, statistics
 import torch
 from cuda_graph_timer import ev, graph_us
+from cuda_ctypes import COMMON, L2Flush, Module, Slice, u32, u64
+import cuda_ctypes
 
-SRC = r'''
-typedef unsigned long long u64; typedef unsigned int u32;
-struct __align__(16) u4 { u32 x, y, z, w; };
-
-__device__ __forceinline__ u4 ld_stream(const u4* p) {
-  u4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
-extern "C" __global__ void fill(u32* p, u64 n, u32 seed) {
-  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-    u32 h = (u32)i * 2654435761u ^ seed; h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = h;
-  }
-}
-
-// kiln's l2_read_flush: grid-stride, 4 x 16 B a thread in flight
-extern "C" __global__ void __launch_bounds__(512) rd_grid(const u4* __restrict__ buf, u64 n16, u32* sink) {
-  u32 acc = 0;
-  const u64 stride = (u64)gridDim.x * 512;
-  for (u64 i = (u64)blockIdx.x * 512 + threadIdx.x; i < n16; i += stride * 4) {
-    u4 v[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-      if (i + u * stride < n16) v[u] = buf[i + u * stride]; else v[u] = u4{0, 0, 0, 0};
-#pragma unroll
-    for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  if (acc == 0x9e3779b9u) sink[0] = acc;
-}
-
+# COMMON holds fill and rd_grid (kiln's l2_read_flush: grid-stride, 4 x 16 B a thread in flight)
+SRC = COMMON + r'''
 // contiguous chunk a CTA, U loads of 16 B a thread in flight (no-allocate streaming loads)
 #define RD_CHUNK(NAME, U)                                                                      \
 extern "C" __global__ void __launch_bounds__(512) NAME(const u4* __restrict__ buf, u64 n16, u32* sink) { \
@@ -107,79 +78,19 @@ extern "C" __global__ void __launch_bounds__(128) rd_bulk(const char* __restrict
 '''
 
 
-# The driver API and NVRTC through ctypes, torch for memory, events and graphs (no cupy needed).
-cuda = ctypes.CDLL("libcuda.so.1")
-def nvrtc_lib():
-    # load libnvrtc-builtins from the same folder first: NVRTC opens it by name at compile time
-    import os
-    dirs = sorted(glob.glob("/usr/local/cuda*/lib64")) + \
-        sorted(glob.glob(os.path.dirname(torch.__path__[0]) + "/nvidia/*/lib")) + [os.environ.get("NVRTC_DIR", "/")]
-    for d in dirs:
-        libs = sorted(glob.glob(d + "/libnvrtc.so.1[3-9]*")) or sorted(glob.glob(d + "/libnvrtc.so*"))
-        if not libs:
-            continue
-        for b in sorted(glob.glob(d + "/libnvrtc-builtins.so*")):
-            try:
-                ctypes.CDLL(b, mode=ctypes.RTLD_GLOBAL)
-            except OSError:
-                pass
-        try:
-            print("nvrtc:", libs[0])
-            return ctypes.CDLL(libs[0])
-        except OSError:
-            pass
-    raise SystemExit("no libnvrtc found")
-nvrtc = nvrtc_lib()
-torch.cuda.init(); torch.zeros(1, device="cuda")
-def ck(r, what):
-    if r != 0:
-        raise SystemExit(f"{what} failed: {r}")
-prog = ctypes.c_void_p()
-ck(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), SRC.encode(), b"read.cu", 0, None, None), "nvrtcCreateProgram")
-opts = [b"--gpu-architecture=sm_90a", b"--std=c++17", b"-default-device"]
-r = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
-if r != 0:
-    n = ctypes.c_size_t(); nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-    log = ctypes.create_string_buffer(n.value); nvrtc.nvrtcGetProgramLog(prog, log)
-    raise SystemExit("compile failed:\n" + log.value.decode())
-n = ctypes.c_size_t(); ck(nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(n)), "cubin size")
-cubin = ctypes.create_string_buffer(n.value); ck(nvrtc.nvrtcGetCUBIN(prog, cubin), "cubin")
-mod = ctypes.c_void_p(); ck(cuda.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
-def func(name):
-    f = ctypes.c_void_p(); ck(cuda.cuModuleGetFunction(ctypes.byref(f), mod, name.encode()), name)
-    return f
-class Kernel:
-    def __init__(self, name):
-        self.f = func(name)
-    def __call__(self, grid, block, args, shared_mem=0):
-        vals = [a if isinstance(a, (ctypes.c_uint64, ctypes.c_uint32)) else ctypes.c_uint64(a.data_ptr())
-                for a in args]
-        ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        ck(cuda.cuLaunchKernel(self.f, grid[0], 1, 1, block[0], 1, 1, shared_mem, stream, ptrs, None), "launch")
-u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+mod = Module(SRC, "read.cu", verbose=True)
 props = torch.cuda.get_device_properties(0)
 SMS = props.multi_processor_count
 L2 = props.L2_cache_size
 print(f"device {props.name} SMs {SMS} L2 {L2 >> 20} MB, torch {torch.__version__}")
-fill, rd_grid, rd_chunk4, rd_chunk8, rd_bulk = (Kernel(n) for n in
-                                                ['fill', 'rd_grid', 'rd_chunk4', 'rd_chunk8', 'rd_bulk'])
-# CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-ck(cuda.cuFuncSetAttribute(rd_bulk.f, 8, 227 * 1024), "smem attribute")
+rd_grid, rd_chunk4, rd_chunk8 = (mod.kernel(n) for n in ['rd_grid', 'rd_chunk4', 'rd_chunk8'])
+rd_bulk = mod.kernel('rd_bulk', max_dynamic_shared=227 * 1024)
 sink = torch.zeros(4, dtype=torch.int32, device="cuda")
 
 def filled(nbytes, seed):
-    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-    fill((SMS * 8,), (512,), (a, u64(nbytes // 4), u32(seed)))
-    return a
+    return cuda_ctypes.filled(mod, nbytes, seed)
 
-flush_buf = filled(max(4 * L2, 256 << 20), 1)
-
-class Slice:
-    def __init__(self, a, off):
-        self.p = a.data_ptr() + off
-    def data_ptr(self):
-        return self.p
+flush = L2Flush(mod)
 
 def launcher(kind, arr, nbytes):
     n16 = u64(nbytes // 16)
@@ -196,11 +107,8 @@ def launcher(kind, arr, nbytes):
         c, s, kb = (int(t) for t in kind[4:].split('x'))
         st = kb * 1024
         sm = 1024 + s * st
-        return lambda: rd_bulk((SMS * c,), (128,), (arr, u64(nbytes), sink, u32(st), u32(s)), shared_mem=sm)
+        return lambda: rd_bulk((SMS * c,), (128,), (arr, u64(nbytes), sink, u32(st), u32(s)), smem=sm)
     raise ValueError(kind)
-
-def flush():
-    rd_grid((SMS * 4,), (512,), (flush_buf, u64(flush_buf.numel() // 16), sink))
 
 def single_us(go, reps=25):
     ts = []
@@ -255,5 +163,5 @@ for label, nbytes in sizes:
         print(f"| {label} | {nbytes / 1e6:.1f} | {kind} | {sm:.2f} ({smin:.2f}) | {r(sm):.2f} | {100 * r(sm) / copy_tbps:.0f} % "
               f"| {gm:.2f} ({gmin:.2f}) | {r(gm):.2f} | {100 * r(gm) / copy_tbps:.0f} % |", flush=True)
     del arena
-print(f"single: L2 flushed (a {flush_buf.numel() >> 20} MB read) before each launch, events around the launch, "
+print(f"single: L2 flushed (a {flush.buf.numel() >> 20} MB read) before each launch, events around the launch, "
       f"median of 25; graph: {G} back-to-back launches over rotating buffers (fewer over 192 MB), median of 7 replays")

@@ -86,12 +86,6 @@
 // a step. X's chunks sit at xswz's swizzle (c ^ ((c >> 2) & 2)) with rows 528 bytes apart, so
 // the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
 //
-// KILN_GEMV_XR_SLOTS = 3 and KILN_GEMV_XR_REGS = 64 with 4 (`KILN_FP4_GEMV=packwarps`, pack's
-// one-tile ring at M 2-8): 3 slots a warp (two in flight) and at most 64 registers, so that the
-// host's one-wave rule fits up to 32 warps an SM instead of 24 (G41). Round 1 (H200): 31 % more
-// warps a scheduler made each warp 27 % slower, equal time at 4x8192x8192; -4.6 % at 4x4096x4096
-// (the same warps there: the smaller first generation of two slots in flight).
-//
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
 // lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
 // so that each pair decodes with fewer instructions). The standard word decodes a pair with a
@@ -147,6 +141,19 @@
 // from X's shared load to the mma) and the lean ring stores X as it loads it. At M 4 the X
 // ring's step is ~209 instructions (SASS, NVRTC 13.0), the two-tile ring's ~177 a tile-step.
 //
+// KILN_GEMV_TILED = 1 with KILN_GEMV_PACKED and a swizzled X ring, one tile or two
+// (`KILN_FP4_GEMV=packt`, off; G52): the GEMV layout tiled, so that a step's copies read whole
+// 128-byte lines. ncu's source counters of the X ring at 4x8192x8192 (G50): its shared loads
+// are conflict-free, and every excess wavefront is a copy's write, one wavefront a source line:
+// the codes' copy (8 rows x 64 bytes) 8 for 512 bytes, the scales' (16 rows x 8 bytes) 16 for
+// 128, 23 of a warp step's 66. In the tiled layout the full 16-row tiles of each [N, K] block
+// keep a step's codes as 16 rows x 64 bytes (1 KB) and its scales as 16 x 8 (128 bytes)
+// contiguous, step after step (`tile_gemv_layout` on the host); a partial last tile stays as
+// it was (the bounded copies read it). A lane copies 16 bytes at 16 L and 512 + 16 L of the
+// step's codes, from one source with an immediate offset, and lanes 0-7 16 bytes of its scales:
+// 9 wavefronts a step's weights where 32 were. A two-tile CTA whose second tile is partial
+// copies its first tiled, its second bounded, row by row.
+//
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
 // stall samples sat on one instruction, the permute that stores the first stage's X, once a
@@ -190,11 +197,8 @@
 #if !defined(KILN_GEMV_TILES)
 #define KILN_GEMV_TILES 1
 #endif
-#if !defined(KILN_GEMV_XR_SLOTS)
-#define KILN_GEMV_XR_SLOTS 0
-#endif
-#if !defined(KILN_GEMV_XR_REGS)
-#define KILN_GEMV_XR_REGS 80
+#if !defined(KILN_GEMV_TILED)
+#define KILN_GEMV_TILED 0
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
@@ -228,6 +232,9 @@ constexpr bool kPdl = KILN_GEMV_PDL == 1;
 // 16-row tiles of W a CTA (KILN_GEMV_TILES): 2 only on the swizzled X ring at M up to 8
 constexpr int TILES = KILN_GEMV_TILES;
 static_assert(TILES == 1 || (TILES == 2 && kXswz && NF == 1), "two row tiles are the swizzled X ring's, M up to 8");
+// the tiled GEMV layout (KILN_GEMV_TILED): read by the swizzled X rings on the GEMV layout
+constexpr bool kTiled = KILN_GEMV_TILED == 1;
+static_assert(!kTiled || (kXswz && kPacked), "the tiled GEMV layout is the pack X rings'");
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -243,10 +250,8 @@ constexpr int LEAN_STEPS = 2;                    // lean: steps a stage
 constexpr u32 LEAN_CODES = 16 * LEAN_STEPS * 64; // a stage's codes: 16 rows x 128 bytes
 constexpr u32 LEAN_SLOT = LEAN_CODES + 16 * LEAN_STEPS * 8;  // then its scales (16 x 16)
 constexpr int LEAN_MAX_M = 4;                    // X rows the ring holds (the host's LEAN_MAX_M)
-// xring: one-step slots a warp's ring holds (KILN_GEMV_XR_SLOTS: 3 on the two-tile ring and on
-// the one-tile ring of `packwarps`, 4 otherwise)
-constexpr int XR_RING = KILN_GEMV_XR_SLOTS > 0 ? KILN_GEMV_XR_SLOTS : TILES == 2 ? 3 : 4;
-static_assert(XR_RING == 3 || XR_RING == 4, "the X ring holds 3 or 4 slots a warp");
+// xring: one-step slots a warp's ring holds (3 on the two-tile ring, 4 otherwise)
+constexpr int XR_RING = TILES == 2 ? 3 : 4;
 // a 3-slot ring steps its slots around (no modulo by 3)
 constexpr bool kXrStepped = XR_RING == 3;
 constexpr int XR_MAX_WARPS = 12;                 // xring: the most warps a CTA (the host's XR_MAX_WARPS)
@@ -838,7 +843,17 @@ __device__ __forceinline__ void issue_xring_w(u32 dst, const GemvArgs& a, const 
 #pragma unroll
   for (int t = 0; t < TILES; ++t) {  // tile t: rows row0 + 16 t .., at dst + t RING_STEP
     const u32 d = dst + t * RING_STEP;
-    if (fast) {
+    // tiled: a whole tile is tiled (the CTA's other may be partial, row by row, bounded)
+    const bool whole = kTiled && (TILES == 1 ? fast : row0 + 16 * (t + 1) <= a.n);
+    if (whole) {
+      // the step's 1,152 bytes as they lie: codes at 16 L and 512 + 16 L, scales' 128 by lanes 0-7
+      const u8* src = reinterpret_cast<const u8*>(l.w0 + t * l.wtile) + (u64)step * RING_CODES;
+      cp_async16_full(d + 16 * lane, src);
+      cp_async16_full(d + 512 + 16 * lane, src + 512);
+      asm volatile("{ .reg .pred p; setp.lt.u32 p, %2, 8; @p cp.async.cg.shared.global [%0], [%1], 16; }\n" ::"r"(
+                       d + RING_CODES + 16 * lane),
+                   "l"(l.s + t * l.stile + (u64)step * (RING_STEP - RING_CODES)), "r"(lane));
+    } else if (fast) {
       const u64 off = (u64)step * (STEP / 2) + t * l.wtile;
       cp_async16_full(d + g * 64 + 16 * q, reinterpret_cast<const void*>(l.w0 + off));
       cp_async16_full(d + (g + 8) * 64 + 16 * q, reinterpret_cast<const void*>(l.w1 + off));
@@ -882,6 +897,13 @@ __device__ __forceinline__ void xring_kloop(Acc (&acc)[TILES], const GemvArgs& a
   l.w0 = reinterpret_cast<u64>(w + (i64)min(row0 + g, a.n - 1) * (a.k / 2) + 16 * q);
   l.w1 = reinterpret_cast<u64>(w + (i64)min(row0 + g + 8, a.n - 1) * (a.k / 2) + 16 * q);
   l.s = reinterpret_cast<u64>(s + (i64)min(row0 + lane % 16, a.n - 1) * (a.k / 16));
+  if constexpr (kTiled) {
+    // the tile's steps from its first byte (whole tiles only read these; lanes 8-31 keep a scale
+    // source inside the tile, never copied)
+    l.w0 = reinterpret_cast<u64>(w + (i64)row0 * (a.k / 2) + 16 * lane);
+    l.w1 = l.w0;
+    l.s = reinterpret_cast<u64>(s + (i64)row0 * (a.k / 16) + 16 * (lane % 8));
+  }
   l.x = reinterpret_cast<u64>(x + (i64)(lane / 16) * a.ldx + 8 * (lane % 16));
   l.xrow2 = (u64)(4 * a.ldx);
   l.nx = (a.m - lane / 16 + 1) / 2;
@@ -1087,11 +1109,9 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
 }
 
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K. The X
-// ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit;
-// `packwarps`' X ring at most 64 (KILN_GEMV_XR_REGS: two CTAs of 512 threads), so that 32 do.
-static_assert(KILN_GEMV_XR_REGS == 80 || KILN_GEMV_XR_REGS == 64, "the X ring's bound: 80 or 64 registers");
+// ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit.
 #if KILN_GEMV_ASYNC == 4 || KILN_GEMV_ASYNC == 5
-#define GEMV_BOUNDS __launch_bounds__(KILN_GEMV_XR_REGS == 64 ? 512 : XR_MAX_WARPS * 32, 2)
+#define GEMV_BOUNDS __launch_bounds__(XR_MAX_WARPS * 32, 2)
 #else
 #define GEMV_BOUNDS __launch_bounds__(MAX_WARPS * 32, 1)
 #endif

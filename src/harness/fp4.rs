@@ -356,6 +356,9 @@ pub struct GemvWeights {
     /// The device codes are in the GEMV layout (`KILN_FP4_GEMV=pack`, written by kiln's device
     /// prepack); `codes` stay standard.
     packed: bool,
+    /// The device codes and scales are the GEMV layout tiled (`KILN_FP4_GEMV=packt`, tiled on
+    /// the host from the CPU's GEMV layout); `codes` and `scales` stay standard.
+    tiled: bool,
 }
 
 impl GemvWeights {
@@ -373,12 +376,18 @@ impl GemvWeights {
             .map(|_| rng.gen_range(0x20..0x58))
             .collect();
         let packed = nvfp4_gemv::gemv_layout_asked(ctx, p);
-        let dc = DeviceBuffer::from_host(&codes)?;
-        if packed {
-            // kiln's own prepack on the GPU, in place (the judge holds it to the CPU's layout)
-            nvfp4_gemv_pack::to_gemv_layout(ctx, rows, p.k, &dc, &dc)?;
-        }
-        let ds = DeviceBuffer::from_host(&scales)?;
+        let tiled = nvfp4_gemv::gemv_layout_tiled(ctx, p);
+        let (dc, ds) = if tiled {
+            let (c, s) = Self::tiled_layout(p, &codes, &scales);
+            (DeviceBuffer::from_host(&c)?, DeviceBuffer::from_host(&s)?)
+        } else {
+            let dc = DeviceBuffer::from_host(&codes)?;
+            if packed {
+                // kiln's own prepack on the GPU, in place (the judge holds it to the CPU's layout)
+                nvfp4_gemv_pack::to_gemv_layout(ctx, rows, p.k, &dc, &dc)?;
+            }
+            (dc, DeviceBuffer::from_host(&scales)?)
+        };
         Ok(GemvWeights {
             codes,
             scales,
@@ -386,7 +395,14 @@ impl GemvWeights {
             dc,
             ds,
             packed,
+            tiled,
         })
+    }
+
+    /// The GEMV layout tiled, codes and scales, from standard ones (the CPU's layouts).
+    fn tiled_layout(p: &GemvProblem, codes: &[u8], scales: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        let packed = nvfp4_gemv::pack_gemv_codes(codes);
+        nvfp4_gemv::tile_gemv_layout(&packed, scales, p.n, p.k, p.batch)
     }
 
     /// The GEMV on these weights: the pack path where the device codes are in its layout.
@@ -512,7 +528,11 @@ impl Check for GemvProblem {
         // the GPU's prepack into the GEMV layout, byte for byte the CPU's
         let layout_bad = if w.packed {
             let dev: Vec<u8> = w.dc.download(w.codes.len())?;
-            let want = nvfp4_gemv::pack_gemv_codes(&w.codes);
+            let want = if w.tiled {
+                GemvWeights::tiled_layout(p, &w.codes, &w.scales).0
+            } else {
+                nvfp4_gemv::pack_gemv_codes(&w.codes)
+            };
             dev.iter().zip(&want).filter(|(a, b)| a != b).count()
         } else {
             0

@@ -361,8 +361,9 @@ pub(super) static KNOBS: &[Knob] = &[
              (2-step stages that carry X by cp.async, M up to 8), `pack` (lean at M 1 and xswz \
              above on codes in the GEMV layout, where the caller holds them so, xswz2 at M 2-8 where \
              a warp gets 16 steps of K or more; `packsync` with the first stages asked for in \
-             order, `pack1` with lean1's stage at M 1 and the one-tile xswz at every shape above, `packwarps` \
-             with the one-tile xswz at 3 slots a warp and 64 registers, up to 32 warps an SM), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
+             order, `pack1` with lean1's stage at M 1 and the one-tile xswz at every shape above, `packt` with \
+             the one-tile xswz at every M, xswz2 where pack takes it, on the GEMV layout tiled, a \
+             step's codes and scales contiguous), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
              of 128"
                 .into()
         },
@@ -382,7 +383,7 @@ pub(super) static KNOBS: &[Knob] = &[
                 "pack" => Some(Fp4Gemv::Pack),
                 "packsync" => Some(Fp4Gemv::Packsync),
                 "pack1" => Some(Fp4Gemv::Pack1),
-                "packwarps" => Some(Fp4Gemv::PackWarps),
+                "packt" => Some(Fp4Gemv::Packt),
                 "xswz2" => Some(Fp4Gemv::Xswz2),
                 _ => None,
             };

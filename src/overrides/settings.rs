@@ -280,7 +280,7 @@ pub struct MoeOverrides {
     /// ledger F31). Default 0 until the device shows 1 faster.
     pub fp4_pdl: bool,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
-    /// `xswz`, `xstage`, `pack`, `packwarps`, `packsync`, `pack1` or `xswz2`): how
+    /// `xswz`, `xstage`, `pack`, `packt`, `packsync`, `pack1` or `xswz2`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
     /// fastest there (H200: lean at M 1, xswz at 2-4 from 9ba589c (2026-11-29) and at 5-8 from
     /// 2026-11-30, wide above; docs/fp4.md G5, G6, G18); K not a multiple of 128 runs the
@@ -619,11 +619,13 @@ pub enum Fp4Gemv {
     /// pairs are adjacent from G30 on (G21: the mma's B pairs are X's words as they are, no X
     /// permutes; -4.4 to -5 % at M 4, two rounds).
     Pack,
-    /// `Pack` with its one-tile X ring at M 2-8 held to 3 slots a warp (two in flight) and 64
-    /// registers, so that the one-wave rule puts up to 32 warps on an SM instead of 24
-    /// (4x8192x8192: 8-warp CTAs against 6): the M 4 loop waits on fixed latencies that more
-    /// warps hide (docs/fp4.md G41). Elsewhere `Pack`.
-    PackWarps,
+    /// The one-tile `Xswz` ring at every M (the two-tile one where `Pack` takes it) on the GEMV
+    /// layout tiled (`nvfp4_gemv::tile_gemv_layout`: a full 16-row tile's step of codes, 1 KB,
+    /// and of scales, 128 bytes, contiguous), where the caller holds it so (`fp4 verify` and `fp4 bench --gemv`
+    /// do under this knob): a step's copies read whole 128-byte lines, 9 shared wavefronts where
+    /// `Pack`'s write 32 (ncu, 4x8192x8192: every excess wavefront of the M 4 loop is a copy's;
+    /// docs/fp4.md G50, G52). Standard codes run what `Pack` runs on them.
+    Packt,
     /// `Pack` with the rings' first stages asked for in order across each CTA (a barrier after
     /// each warp's stage j), so that the first stages are not served behind the second and
     /// third. Verified, no faster than `Pack` on the H200 (docs/fp4.md G11).

@@ -10,7 +10,7 @@ use crate::ops::gemm::DType;
 use crate::overrides::Fp4Gemv;
 
 use super::fp4_quant::{check_packed, check_tensor_scale, Fp4Format, Fp4View};
-pub use super::nvfp4_gemv_pack::pack_gemv_codes;
+pub use super::nvfp4_gemv_pack::{pack_gemv_codes, tile_gemv_layout};
 
 pub const NAME: &str = "nvfp4_gemv";
 
@@ -163,27 +163,7 @@ impl GemvProblem {
     /// Warps per CTA of the two-tile X ring (`xswz2`): as the X ring's, over its CTAs of 32
     /// rows (4x14336x4096: 448 CTAs, 4 an SM at M 4, 5 warps each, 20 an SM).
     pub fn xswz2_warps(&self, sms: u32) -> u32 {
-        self.ring_warps_rows(
-            sms,
-            xswz2_warp_bytes(self.m),
-            (self.k / 128).max(1),
-            32,
-            XRING_REGS,
-        )
-    }
-
-    /// Warps per CTA of `packwarps`' X ring ([`PACKWARPS_SLOTS`] slots a warp, at most
-    /// [`PACKWARPS_REGS`] registers): as the X ring's, so that an SM holds up to 32 warps
-    /// (4x8192x8192: 8 warps, 4 CTAs an SM, against xswz's 6; 4x14336x4096: 4, 7 CTAs an SM,
-    /// 28 warps against 21).
-    pub fn packwarps_warps(&self, sms: u32) -> u32 {
-        self.ring_warps_rows(
-            sms,
-            packwarps_warp_bytes(self.m),
-            (self.k / 128).max(1),
-            16,
-            PACKWARPS_REGS as usize,
-        )
+        self.ring_warps_rows(sms, xswz2_warp_bytes(self.m), (self.k / 128).max(1), 32)
     }
 
     /// Whether `pack` runs the two-tile X ring on codes in the GEMV layout: M 2-8, K a multiple
@@ -206,24 +186,17 @@ impl GemvProblem {
     /// The most warps a CTA (up to [`XRING_MAX_WARPS`] and `units`, a warp's share of K at
     /// least one) that keep the grid in one wave with `per_warp` bytes of shared memory a warp.
     fn ring_warps_of(&self, sms: u32, per_warp: u32, units: usize) -> u32 {
-        self.ring_warps_rows(sms, per_warp, units, 16, XRING_REGS)
+        self.ring_warps_rows(sms, per_warp, units, 16)
     }
 
-    /// [`Self::ring_warps_of`] for CTAs of `rows` rows of W and `regs` registers a thread.
-    fn ring_warps_rows(
-        &self,
-        sms: u32,
-        per_warp: u32,
-        units: usize,
-        rows: usize,
-        regs: usize,
-    ) -> u32 {
+    /// [`Self::ring_warps_of`] for CTAs of `rows` rows of W.
+    fn ring_warps_rows(&self, sms: u32, per_warp: u32, units: usize, rows: usize) -> u32 {
         let ctas = self.n.div_ceil(rows) * self.batch;
         let per_warp = per_warp as usize;
         let resident = |w: usize| -> usize {
             // 1 KB of shared memory a CTA is the driver's; 64 warps an SM
             let by_smem = 228 * 1024 / (w * per_warp + 1024);
-            let by_regs = 65536 / (w * 32 * regs);
+            let by_regs = 65536 / (w * 32 * XRING_REGS);
             by_smem.min(by_regs).min(64 / w).min(32) * sms.max(1) as usize
         };
         let most = (XRING_MAX_WARPS as usize).min(units);
@@ -402,23 +375,23 @@ pub fn spec_pack2(arch: &str, m: usize) -> KernelSpec {
     }
 }
 
-/// `KILN_FP4_GEMV=packwarps` (compiled only when asked for): `pack`, but at M 2-8 where `pack`
-/// runs the one-tile X ring, that ring with [`PACKWARPS_SLOTS`] slots a warp (two in flight, not
-/// three) and at most [`PACKWARPS_REGS`] registers (ptxas: 72 -> 64, no spills, the same loop), so
-/// that the one-wave rule puts up to 32 warps on an SM instead of 24: the M 4 loop waits on
-/// fixed latencies that more warps hide (docs/fp4.md G41).
-pub fn spec_packwarps(arch: &str) -> KernelSpec {
-    spec_xswz(arch, 1)
+/// `KILN_FP4_GEMV=packt` (off; compiled only when asked for): the one-tile swizzled X ring on
+/// the GEMV layout tiled ([`tile_gemv_layout`]: a full 16-row tile's step, codes and scales,
+/// in whole 128-byte lines), at every M (`nf` its column tiles): each step's copies write 9
+/// wavefronts into shared memory where the row-by-row layout's write 32 (docs/fp4.md G50, G52).
+pub fn spec_packt(arch: &str, nf: u32) -> KernelSpec {
+    spec_xswz(arch, nf)
         .define("KILN_GEMV_PACKED", 1)
-        .define("KILN_GEMV_XR_SLOTS", PACKWARPS_SLOTS)
-        .define("KILN_GEMV_XR_REGS", PACKWARPS_REGS)
+        .define("KILN_GEMV_TILED", 1)
 }
-/// Slots in a warp's `packwarps` ring and the registers a thread it may use: the kernel's
-/// XR_RING and KILN_GEMV_XR_REGS under [`spec_packwarps`].
-pub const PACKWARPS_SLOTS: u32 = 3;
-pub const PACKWARPS_REGS: u32 = 64;
-pub fn packwarps_warp_bytes(m: usize) -> u32 {
-    PACKWARPS_SLOTS * (RING_STEP_BYTES + XSWZ_PITCH * m as u32)
+
+/// `packt`'s two-tile form, where `pack` takes its two-tile ring
+/// ([`GemvProblem::two_tiles_pay`]; compiled only when asked for): the two-tile X ring on the
+/// tiled layout, a CTA's partial second tile copied row by row.
+pub fn spec_packt2(arch: &str) -> KernelSpec {
+    spec_xswz2(arch)
+        .define("KILN_GEMV_PACKED", 1)
+        .define("KILN_GEMV_TILED", 1)
 }
 
 /// Where the swizzled X ring puts X's 16-byte chunk `c` (0..15) of a row: the kernel's
@@ -497,10 +470,10 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps, 1) => {
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt, 1) => {
                 Fp4Gemv::Lean
             }
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps, _) => {
+            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt, _) => {
                 Fp4Gemv::Xswz
             }
             (a, _) => a,
@@ -533,10 +506,9 @@ impl GemvProblem {
 fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (KernelSpec, u32) {
     let nf = if m > 8 { 2 } else { 1 };
     match path {
-        // M up to LEAN_MAX_M (launch_on runs pack above)
-        // M 2-8 on the one-tile ring (launch_on runs pack elsewhere)
-        Fp4Gemv::PackWarps => (spec_packwarps(arch), warps * packwarps_warp_bytes(m)),
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
+        Fp4Gemv::Packt if two => (spec_packt2(arch), warps * xswz2_warp_bytes(m)),
+        Fp4Gemv::Packt => (spec_packt(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
@@ -635,8 +607,14 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt
     ) && p.takes_gemv_layout()
+}
+
+/// Whether the caller should hold the GEMV layout tiled ([`tile_gemv_layout`], codes and
+/// scales): `KILN_FP4_GEMV=packt` where [`gemv_layout_asked`].
+pub fn gemv_layout_tiled(ctx: &Context, p: &GemvProblem) -> bool {
+    ctx.overrides.moe.fp4_gemv == Fp4Gemv::Packt && gemv_layout_asked(ctx, p)
 }
 
 /// [`launch`] for codes in the GEMV layout ([`pack_gemv_codes`] of the standard codes; the
@@ -652,7 +630,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::PackWarps) => a,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -660,23 +638,17 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
 
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
-    // packwarps: its ring is pack's one-tile X ring at M 2-8; pack's own path elsewhere
-    let path = match path {
-        Fp4Gemv::PackWarps if p.m == 1 || p.m > 8 || p.two_tiles_pay(sms) => Fp4Gemv::Pack,
-        a => a,
-    };
-    // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
-    let two = path == Fp4Gemv::Pack && p.two_tiles_pay(sms);
+    // pack (and packt): the two-tile X ring where a warp's share of K is long (G19, G20)
+    let two = matches!(path, Fp4Gemv::Pack | Fp4Gemv::Packt) && p.two_tiles_pay(sms);
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
-        Fp4Gemv::Pack if two => p.xswz2_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packt if two => p.xswz2_warps(sms),
         Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 => p.xswz_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
-        Fp4Gemv::PackWarps => p.packwarps_warps(sms),
         _ => p.warps(sms),
     };
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps, two);
@@ -1353,11 +1325,13 @@ mod tests {
                 spec_packsync("sm_90a", 4),
                 spec_pack1("sm_90a", 1),
                 with_pdl(spec_pack("sm_90a", 12)),
-                with_pdl(spec_packwarps("sm_90a")),
+                with_pdl(spec_packt("sm_90a", 1)),
+                with_pdl(spec_packt("sm_90a", 2)),
+                with_pdl(spec_packt2("sm_90a")),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            let most = [112, 80, 80, 112, 80, 112, 80, 64];
+            let most = [112, 80, 80, 112, 80, 112, 80, 80, 80, 80];
             for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
@@ -1374,16 +1348,8 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
-            assert_eq!(p.path(Fp4Gemv::PackWarps), standard, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::Packt), standard, "M {m} K {k}");
         }
-        let p = GemvProblem::new(4, 8192, 8192, DType::Bf16);
-        let wide = GemvProblem::new(4, 14336, 4096, DType::Bf16);
-        // packwarps: 3 slots of 2,240 bytes a warp at M 4 and 64 registers put 8-warp CTAs on
-        // 4x8192x8192 (4 an SM, 32 warps: xswz 6, 24) and 4-warp ones on 4x14336x4096 (7 an
-        // SM: 28 against 21)
-        assert_eq!(packwarps_warp_bytes(4), 3 * (1152 + 272 * 4));
-        assert_eq!((p.packwarps_warps(132), p.xswz_warps(132)), (8, 6));
-        assert_eq!((wide.packwarps_warps(132), wide.xswz_warps(132)), (4, 3));
     }
 
     /// The programmatic-dependent GEMV (the default) and the plain launches

@@ -139,6 +139,45 @@ pub fn pack_gemv_codes(codes: &[u8]) -> Vec<u8> {
     pack_words(codes, pack_gemv_word)
 }
 
+/// The GEMV layout tiled (`KILN_FP4_GEMV=packt`, docs/fp4.md G52): in each of `batch` [n, k]
+/// blocks, every full tile of 16 rows holds its codes step by step (step s of 128 K: 16 rows x
+/// 64 bytes, row after row, at 1,024 s from the tile's start) and its scales likewise (16 rows x
+/// 8 bytes at 128 s), so that a GEMV step copies whole 128-byte lines. A partial last tile (n
+/// not a multiple of 16) stays row by row, as the bounded copies read it. A permutation of the
+/// bytes of each buffer: the same sizes, a full tile in the same place as its rows. `codes` may
+/// be standard or in the GEMV layout (whole 64-byte pieces move); k a multiple of 128.
+pub fn tile_gemv_layout(
+    codes: &[u8],
+    scales: &[u8],
+    n: usize,
+    k: usize,
+    batch: usize,
+) -> (Vec<u8>, Vec<u8>) {
+    assert!(
+        k.is_multiple_of(128),
+        "the tiled GEMV layout needs K a multiple of 128"
+    );
+    assert_eq!(codes.len(), batch * n * k / 2, "codes of [batch x n, k]");
+    assert_eq!(scales.len(), batch * n * k / 16, "scales of [batch x n, k]");
+    let (mut c, mut sc) = (codes.to_vec(), scales.to_vec());
+    let steps = k / 128;
+    for b in 0..batch {
+        for t in 0..n / 16 {
+            let row0 = b * n + 16 * t;
+            let (c0, s0) = (row0 * k / 2, row0 * k / 16);
+            for s in 0..steps {
+                for i in 0..16 {
+                    let (src, dst) = ((row0 + i) * k / 2 + 64 * s, c0 + 1024 * s + 64 * i);
+                    c[dst..dst + 64].copy_from_slice(&codes[src..src + 64]);
+                    let (src, dst) = ((row0 + i) * k / 16 + 8 * s, s0 + 128 * s + 8 * i);
+                    sc[dst..dst + 8].copy_from_slice(&scales[src..src + 8]);
+                }
+            }
+        }
+    }
+    (c, sc)
+}
+
 fn pack_words(codes: &[u8], word: fn(u32) -> u32) -> Vec<u8> {
     codes
         .chunks_exact(4)
@@ -192,6 +231,46 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("16-byte"));
+    }
+
+    /// The tiled layout puts step s of row i of a full tile at 1,024 s + 64 i (codes) and at
+    /// 128 s + 8 i (scales) from the tile's start, leaves a partial tile's rows where they were,
+    /// and moves every byte once.
+    #[test]
+    fn the_tiled_layout_keeps_a_step_of_a_tile_contiguous() {
+        let (n, k, batch) = (37, 256, 2);
+        let codes: Vec<u8> = (0..batch * n * k / 2)
+            .map(|i| (i * 7 + i / 251) as u8)
+            .collect();
+        let scales: Vec<u8> = (0..batch * n * k / 16)
+            .map(|i| (i * 13 + i / 97) as u8)
+            .collect();
+        let (c, s) = tile_gemv_layout(&codes, &scales, n, k, batch);
+        let (mut cs, mut ss) = (c.clone(), s.clone());
+        let (mut cw, mut sw) = (codes.clone(), scales.clone());
+        cs.sort_unstable();
+        cw.sort_unstable();
+        ss.sort_unstable();
+        sw.sort_unstable();
+        assert_eq!((cs, ss), (cw, sw));
+        for b in 0..batch {
+            for t in 0..2 {
+                let row0 = b * n + 16 * t;
+                for step in 0..2 {
+                    for i in 0..16 {
+                        let src = (row0 + i) * k / 2 + 64 * step;
+                        let dst = row0 * k / 2 + 1024 * step + 64 * i;
+                        assert_eq!(&c[dst..dst + 64], &codes[src..src + 64]);
+                        let src = (row0 + i) * k / 16 + 8 * step;
+                        let dst = row0 * k / 16 + 128 * step + 8 * i;
+                        assert_eq!(&s[dst..dst + 8], &scales[src..src + 8]);
+                    }
+                }
+            }
+            // the 5 rows of the partial tile stay row by row
+            let tail = (b * n + 32) * k / 2..(b * n + n) * k / 2;
+            assert_eq!(&c[tail.clone()], &codes[tail]);
+        }
     }
 
     /// The device kernel's bit map (`gemv_bit(j, b)`: rotations right by 0, 6, 12 and 2/10 of

@@ -55,19 +55,6 @@
 // rows are one pair part, which its rank loads and multicasts (the other loads none: the stage
 // expects half the W bytes); its consumers run one half's four wgmmas a K block and store 128
 // columns from registers.
-// KILN_XFEED = 7 (`tm256bhd`, by name until timed in two rounds; ledger row 131): `tm256bh` with
-// the dense `256tmd`'s third part, its deferred epilogue. Both consumers of a tile reach its
-// register store together and the tensor cores wait for both (the dense kernel's deferral saved
-// ~2 us a block-scaled tile there, row 26; a tile here runs 56 K blocks, ~55 us). A consumer whose
-// 64 rows are all its expert's (every one at 4 x 8192) packs its sums into 16-bit pairs (fin is
-// then dead), and under the next tile's first K block stages them a 64-column chunk at a time
-// into an 8 KB buffer of its own (stmatrix, 128B swizzle; common/c_staging.cuh), two chunks under
-// each half's batch, one thread sending each to Y by a TMA store through the fifth map (Y in
-// boxes of 64 rows x 64 columns: a box never holds another expert's rows); that block's promotion
-// writes fin fresh. A consumer holding an expert's last rows (fewer than 64), or one launched
-// without the map (Fp8MoeArgs.tma_y = 0: N not a multiple of 8), stores from registers at once as
-// before; one with no rows, and the last tile, send what is pending first.
-#include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
 #include "common/mem_ops.cuh"
@@ -93,24 +80,18 @@ constexpr int NSW = BN / 128;         // W scale blocks a tile spans (its n0 is 
 constexpr u32 X_BYTES = BM * BK, W_BYTES = BN * BK, STAGE_BYTES = X_BYTES + W_BYTES;
 constexpr u32 SLOT_BYTES = STAGED ? (SW_AT + 4 * NSW + 127) / 128 * 128 : 0;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
-constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, HOIST = (KILN_XFEED & 2) != 0, DEFER = (KILN_XFEED & 4) != 0;
+constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, HOIST = (KILN_XFEED & 2) != 0;
 constexpr bool TAIL = (KILN_XFEED & 8) != 0;
-static_assert(KILN_XFEED == 0 || ((KILN_XFEED == 3 || KILN_XFEED == 7 || KILN_XFEED == 11) && BN == 256),
-              "KILN_XFEED is 0, 3 (one X box and the X scales' offset kept across the K loop: the 128 x 256 tile), "
-              "7 (and the epilogue deferred under the next tile's first K block) or 11 (3 with the last wave's "
-              "tiles in halves)");
-static_assert(!DEFER || sizeof(out_t) == 2, "the deferred epilogue stages 16-bit pairs");
-// the deferred epilogue's staging: one 8 KB buffer a consumer, 1024-aligned after the stages
-using Epi = TmaStoreEpilogue<1, out_t, 1>;
-constexpr u32 EPI_BYTES = DEFER ? 2 * Epi::CHUNK_BYTES : 0;
-constexpr int C_NCH = BN / Epi::C_COLS;  // chunks of a consumer's 64 x BN
+static_assert(KILN_XFEED == 0 || ((KILN_XFEED == 3 || KILN_XFEED == 11) && BN == 256),
+              "KILN_XFEED is 0, 3 (one X box and the X scales' offset kept across the K loop: the 128 x 256 tile) "
+              "or 11 (3 with the last wave's tiles in halves)");
 static_assert(BN == 128 || (BN == 256 && STAGED && CM == 2),
               "128 columns (the pipelined promotion's three arrays fit), or 256 in drained halves with the scales "
               "in the ring, in pairs");
 static_assert(KILN_SSCALE == 0 || KILN_SSCALE == 1, "KILN_SSCALE is 0 (scales from global memory) or 1 (in the ring)");
 static_assert(CM == 1 || CM == 2, "KILN_CLUSTER is 1 or 2 (pairs along M)");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + SLOT_BYTES) + EPI_BYTES + 2 * STAGES * 8 + TABLE_BYTES,
+static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + SLOT_BYTES) + 2 * STAGES * 8 + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 
@@ -130,11 +111,6 @@ __device__ __forceinline__ int tail_unit(int v, int units, int stride, int& h) {
   return whole + ((v - whole) >> 1);
 }
 
-// A compile-time flag for a generic lambda's argument (DEFER's first K block of a tile).
-template <bool B> struct MoeFlag {
-  static constexpr bool value = B;
-};
-
 // Work unit u's tile for CTA `rank` of its pair (rank 0 without pairs): the tables count pair
 // tiles of CM * BM rows, the CTA takes its BM of them (valid_rows 0 past its expert's rows).
 __device__ __forceinline__ MoeTile fp8_moe_cta_tile(const int* table, const Fp8MoeArgs& p, int u, int tiles_m, int rank) {
@@ -149,12 +125,11 @@ __device__ __forceinline__ MoeTile fp8_moe_cta_tile(const int* table, const Fp8M
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_fp8_grouped(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w,
                     const __grid_constant__ TmaMap tma_sx, const __grid_constant__ TmaMap tma_x128,
-                    const __grid_constant__ TmaMap tma_y, const Fp8MoeArgs p) {
+                    const Fp8MoeArgs p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);
-  const u32 estage = base + STAGES * STAGE_BYTES;  // the deferred epilogue's staging buffers
-  const u32 slots = estage + EPI_BYTES;             // KILN_SSCALE's scale slots
+  const u32 slots = base + STAGES * STAGE_BYTES;  // KILN_SSCALE's scale slots
   const MbarRing<STAGES> ring{slots + STAGES * SLOT_BYTES};
   int* table = reinterpret_cast<int*>(smem_raw + (ring.bars - raw) + 2 * STAGES * 8);
   const int E = p.experts;
@@ -179,7 +154,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         tma_prefetch(&tma_w);
         if (STAGED) tma_prefetch(&tma_sx);
         if (X_ONE_BOX) tma_prefetch(&tma_x128);
-        if (DEFER && p.tma_y) tma_prefetch(&tma_y);
         const int rank = CM > 1 ? (int)cluster_ctarank() : 0;
         u32 it = 0;
         // (one X box: the stride reread from %nctaid each tile, which ptxas else spilled at the
@@ -238,47 +212,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // HOIST: this thread's first row's place in a slot's X scales (fixed: r0 below), and
         // x_rows mod 4 in bytes, the step of the box's offset from one K block to the next
         const u32 row_at = 4u * (u32)(64 * c + 16 * w + lane / 4), x_step = 4u * ((u32)p.x_rows & 3u);
-        // DEFER: the last tile's sums as 16-bit pairs (pair 4 J + x of 16-column block J, what
-        // stage_chunk_16 reads) and its chunks still to send: dnch (0 when none) at the
-        // consumer's rows dm0 .., columns dn0 ..; send_part(h) sends chunks 2h and 2h + 1 (the
-        // chunk indices unrolled: the pairs stay in registers, each dead once sent).
-        u32 packed[DEFER ? 2 * BN / 8 : 1];
-        int dnch = 0, dm0 = 0, dn0 = 0;
-        // All four written on every path back to the top of the tile loop, even where nothing
-        // is deferred: else, as far as ptxas can tell, send_part may read them there, so they
-        // stay live through the K loop (which spilled).
-        auto clear_deferred = [&]() {
-          if constexpr (DEFER) {
-#pragma unroll
-            for (int i = 0; i < 2 * BN / 8; ++i) packed[i] = 0u;
-            dnch = dm0 = dn0 = 0;
-          }
-        };
-        clear_deferred();
-        auto send_part = [&](int h) {
-          if constexpr (DEFER) {
-            Epi epi(estage, 0, c, w, lane);  // (made where it is used: nothing held across the K loop)
-#pragma unroll
-            for (int ch = h * C_NCH / 2; ch < (h + 1) * C_NCH / 2; ++ch)
-              if (ch < dnch) epi.store_chunk(&tma_y, ch, dnch, dm0, dn0, 0.0f, [&](int J, int x) { return packed[4 * J + x]; });
-          }
-        };
         u32 it = 0;
-        // DEFER: the unit derived from the ring iterations (every unit takes kblocks of them), no
-        // counter of its own held across the K loop: with the deferred pairs ptxas spilled it
         const int vend = tail_units(units, stride);
-        for (int v = first; v < vend; v = DEFER ? first + (int)(it / (u32)kblocks) * stride : v + stride) {
+        for (int v = first; v < vend; v += stride) {
           int h;  // TAIL: a half tile's half, else -1
           const int u = tail_unit(v, units, stride, h);
           const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, CM > 1 ? (int)cluster_ctarank() : 0);
           if (64 * c >= tile.valid_rows) {
-            // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing
-            // (DEFER: but what the last tile left).
-            if constexpr (DEFER) {
-              send_part(0);
-              send_part(1);
-              clear_deferred();
-            }
+            // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing.
             for (int kb = 0; kb < kblocks; ++kb, ++it) release(ring.wait_full(it));
             continue;
           }
@@ -290,10 +231,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             // the second. (fp8_issue_block waits for the stage; the second wait passes at once.)
             const u64 db1 = wgmma_desc_add(db0, 128 * 128);
             auto none = [](int) { return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f}; };
-            if constexpr (!DEFER) {  // (deferred: the first K block writes fin fresh)
 #pragma unroll
-              for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
-            }
+            for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
             // HOIST: block kb's X scales start (kb x_rows + row0) mod 4 scales into the slot
             u32 x_at = 4u * ((u32)tile.row0 & 3u);
             // block kb's scales from stage s's slot
@@ -314,21 +253,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               v.b1 = ld_shared_f32(sl + SW_AT + 4);
               return v;
             };
-            // FIRST (DEFER's first K block, peeled): the last tile's chunks of half h's columns
-            // staged and sent under half h's batch, the promotion fresh
-            auto kblock = [&](int kb, auto first_t) {
-              constexpr bool FIRST = decltype(first_t)::value;
-              const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(
-                  ring, it, acc, da0, db0, [&](int s) { return read_scales(kb, s); });
-              if constexpr (FIRST) send_part(0);
-              wgmma_wait<0>();
-              fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
-              fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db1, none);
-              if constexpr (FIRST) send_part(1);
-              wgmma_wait<0>();
-              release(MbarRing<STAGES>::slot(it));
-              fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
-            };
             if (TAIL && h >= 0) {
               // a half tile: half h's four wgmmas a K block (W part h, its scale block), promoted
               // into fin's first 64 registers, stored as 128 columns from n0 + 128 h
@@ -344,12 +268,16 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               moe_store_fragment<128>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0 + 128 * h, q, fin);
               continue;
             }
-            int kb = 0;
-            if constexpr (DEFER) {  // (kblocks >= 1: K >= 16)
-              kblock(kb++, MoeFlag<true>{});
-              ++it;
+            for (int kb = 0; kb < kblocks; ++kb, ++it) {
+              const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(
+                  ring, it, acc, da0, db0, [&](int s) { return read_scales(kb, s); });
+              wgmma_wait<0>();
+              fp8_promote_part<128, BN>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
+              fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db1, none);
+              wgmma_wait<0>();
+              release(MbarRing<STAGES>::slot(it));
+              fp8_promote_part<128, BN>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
             }
-            for (; kb < kblocks; ++kb, ++it) kblock(kb, MoeFlag<false>{});
           } else if constexpr (STAGED) {
             // block kb's scales from its stage's slot: X's from the box's start rounded down
             auto scales = [&](int kb, int s) {
@@ -376,29 +304,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             fp8_promoted_kloop<BN, STAGES, STAGE_BYTES>(ring, it, kblocks, da0, db0, fin, acc, acc2, BN / 8, scales, release);
           }
 
-          if constexpr (DEFER) {
-            // all 64 rows the expert's: sent under the next tile's first K block (or after the
-            // last tile), by TMA
-            if (p.tma_y && 64 * c + 64 <= tile.valid_rows) {
-#pragma unroll
-              for (int J = 0; J < BN / 16; ++J)
-#pragma unroll
-                for (int x = 0; x < 4; ++x) packed[4 * J + x] = pack2<out_t>(fin[8 * J + 2 * x], fin[8 * J + 2 * x + 1]);
-              dm0 = tile.row0 + 64 * c;
-              dn0 = tile.n0;
-              dnch = min(C_NCH, (p.n - tile.n0 + Epi::C_COLS - 1) / Epi::C_COLS);
-              continue;
-            }
-          }
           // Y from registers (moe/epilogue.cuh), rows past the expert's end never stored
           moe_store_fragment<BN>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0, q, fin);
-          clear_deferred();
-        }
-        if constexpr (DEFER) {
-          // the last tile's chunks, then every bulk store done reading the staging buffer
-          send_part(0);
-          send_part(1);
-          if (threadIdx.x % 128 == 0) tma_store_wait<0>();
         }
       });
   // No CTA of a pair may leave while its peer can still arrive on its barriers or multicast into it.

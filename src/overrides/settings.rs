@@ -430,7 +430,7 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh`, `tm256bhd` or `tm256bht`):
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh` or `tm256bht`):
     /// how the FP8 grouped GEMM
     /// feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256bh` where X's scales can be
     /// mapped ([`Fp8GroupedFeed::default_for`]).
@@ -713,11 +713,6 @@ pub enum Fp8GroupedFeed {
     /// tile (row 100; the default since row 102). The one box alone (`tm256b`, the default of
     /// rows 101-102) was deleted in row 130.
     StagedPairsWideOneBoxHoisted,
-    /// `tm256bhd`: `tm256bh` with the dense `256tmd`'s deferred epilogue: a consumer whose 64
-    /// rows are all its expert's sends its tile to Y by TMA stores under the next tile's first K
-    /// block instead of storing from registers while the tensor cores wait (docs/fp8.md row 131;
-    /// by name until it wins two rounds).
-    StagedPairsWideOneBoxHoistedDeferred,
     /// `tm256bht`: `tm256bh` with the tiles past the last whole wave of pairs run as two half
     /// tiles of 128 columns each, where they fit one wave, so that the busiest pair's last unit
     /// takes half a tile's time (docs/fp8.md row 133; by name until it wins two rounds).
@@ -725,13 +720,12 @@ pub enum Fp8GroupedFeed {
 }
 
 impl Fp8GroupedFeed {
-    pub const ALL: [Fp8GroupedFeed; 7] = [
+    pub const ALL: [Fp8GroupedFeed; 6] = [
         Fp8GroupedFeed::Ldg,
         Fp8GroupedFeed::Staged,
         Fp8GroupedFeed::StagedPairs,
         Fp8GroupedFeed::StagedPairsWide,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
-        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail,
     ];
 
@@ -760,7 +754,6 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::StagedPairs => "tm",
             Fp8GroupedFeed::StagedPairsWide => "tm256",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => "tm256bh",
-            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred => "tm256bhd",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => "tm256bht",
         }
     }

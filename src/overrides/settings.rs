@@ -430,11 +430,15 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh` or `tm256bht`):
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh`, `tm256bht` or `tm256bhto`):
     /// how the FP8 grouped GEMM
     /// feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256bh` where X's scales can be
     /// mapped ([`Fp8GroupedFeed::default_for`]).
     pub fp8_grouped: Option<Fp8GroupedFeed>,
+    /// `KILN_FP8_GROUPED_NOSTORE` (`0` or `1`): a diagnostic, never verified: the FP8 grouped
+    /// GEMM with every store of Y skipped (its output unwritten), to time the epilogue's share
+    /// (docs/fp8.md ledger row 161). Default `0`.
+    pub fp8_grouped_nostore: bool,
 }
 
 impl MoeOverrides {
@@ -478,6 +482,7 @@ impl MoeOverrides {
         w4a8_form: W4a8Form::Auto,
         gather: MoeGather::Auto,
         fp8_grouped: None,
+        fp8_grouped_nostore: false,
     };
 }
 
@@ -717,16 +722,23 @@ pub enum Fp8GroupedFeed {
     /// tiles of 128 columns each, where they fit one wave, so that the busiest pair's last unit
     /// takes half a tile's time (docs/fp8.md row 133; by name until it wins two rounds).
     StagedPairsWideOneBoxHoistedTail,
+    /// `tm256bhto`: `tm256bht` with the register epilogue overlapped: each consumer leaves its
+    /// tile's sums in registers and stores them under the next tile's first K block, half h's
+    /// columns between that block's half-h issue and its wait (the pairs packed before the quad
+    /// transposes), where both consumers stored while no wgmma was in flight (docs/fp8.md row
+    /// 162; by name until it wins two rounds).
+    StagedPairsWideOneBoxHoistedTailOverlapped,
 }
 
 impl Fp8GroupedFeed {
-    pub const ALL: [Fp8GroupedFeed; 6] = [
+    pub const ALL: [Fp8GroupedFeed; 7] = [
         Fp8GroupedFeed::Ldg,
         Fp8GroupedFeed::Staged,
         Fp8GroupedFeed::StagedPairs,
         Fp8GroupedFeed::StagedPairsWide,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped,
     ];
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
@@ -755,6 +767,7 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::StagedPairsWide => "tm256",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => "tm256bh",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => "tm256bht",
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => "tm256bhto",
         }
     }
 }

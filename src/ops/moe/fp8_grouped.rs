@@ -42,18 +42,21 @@ const fn fixed_bytes() -> u32 {
 
 /// The parts of the dense tile's feed `feed` takes (the kernel's `KILN_XFEED` bits): 1, a full
 /// tile's X as one box of [`BM`] rows through the map in the kernel's fourth slot; 2, the X
-/// scales' slot offset kept across the K loop; 8, the tiles past the last whole wave of pairs in
-/// halves of 128 columns. 3 for `tm256bh`, 11 for `tm256bht`, 0 for the other feeds. (4, the
-/// epilogue deferred by TMA stores, was `tm256bhd`'s: lost by 15 %, deleted in ledger row 160.)
+/// scales' slot offset kept across the K loop; 4, each tile stored from registers under the next
+/// tile's first K block; 8, the tiles past the last whole wave of pairs in halves of 128 columns.
+/// 3 for `tm256bh`, 11 for `tm256bht`, 15 for `tm256bhto`, 0 for the other feeds. (Bit 4 was
+/// `tm256bhd`'s TMA-store deferral until ledger row 160 deleted it: lost by 15 %.)
 pub const fn xfeed(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 3,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 11,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => 15,
         _ => 0,
     }
 }
 
-/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256bh`, `tm256bht`).
+/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256bh`, `tm256bht`,
+/// `tm256bhto`).
 pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
     xfeed(feed) & 1 != 0
 }
@@ -63,7 +66,8 @@ pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 256,
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => 256,
         _ => BN,
     }
 }
@@ -89,7 +93,8 @@ pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
         Fp8GroupedFeed::StagedPairs
         | Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 2,
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => 2,
         _ => 1,
     }
 }
@@ -119,6 +124,12 @@ pub const fn smem_bytes() -> u32 {
 }
 
 pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
+    spec_with(arch, feed, false)
+}
+
+/// [`spec`], or with `nostore` the diagnostic without Y's stores (`KILN_FP8_GROUPED_NOSTORE`:
+/// never verified, in no variant list).
+pub fn spec_with(arch: &str, feed: Fp8GroupedFeed, nostore: bool) -> KernelSpec {
     KernelSpec::new("moe/fp8_grouped.cu", ENTRY, arch)
         .define("KILN_BN", bn_of(feed))
         .define("KILN_STAGES", stages_of(feed))
@@ -128,6 +139,7 @@ pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
         .define("KILN_SSCALE", (feed != Fp8GroupedFeed::Ldg) as u32)
         .define("KILN_CLUSTER", ctas(feed))
         .define("KILN_XFEED", xfeed(feed))
+        .define("KILN_NOSTORE", nostore as u32)
 }
 
 /// Every specialisation (for the compile check): the kernel of each feed, and the prefix kernel
@@ -270,7 +282,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     } else {
         map_x // a stand-in: the `ldg` kernel never reads it
     };
-    // the fourth slot: X in boxes of 128 rows for `tm256bh` and `tm256bht`, else a stand-in
+    // the fourth slot: X in boxes of 128 rows for the `tm256bh` feeds, else a stand-in
     let mut map_x128 = if one_x_box(feed) {
         let t = x_map_rows(p, ops.x.ptr(), BM);
         t.validate().map_err(unsupported)?;
@@ -278,7 +290,8 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     } else {
         map_x
     };
-    let f = ctx.function(&spec(&ctx.arch(), feed))?;
+    let nostore = ctx.overrides.moe.fp8_grouped_nostore;
+    let f = ctx.function(&spec_with(&ctx.arch(), feed, nostore))?;
     let order = order_for(&p.layout(), pairs * BM, &ctx.overrides.moe);
     let mut args = Fp8MoeArgs::new(p, ops, bn, order);
     let grid = if pairs > 1 {
@@ -297,7 +310,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     };
     // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this order. The
     // maps address X, W, X's scales and X in 128-row boxes (the `ldg` kernel reads no third map,
-    // only `tm256bh` and `tm256bht` the fourth: X's stands in), the args Y, the scales and the
+    // only the `tm256bh` feeds the fourth: X's stands in), the args Y, the scales and the
     // schedule workspace; `prepare` has matched every buffer to the problem, and the caller keeps
     // them alive until the stream has run.
     unsafe {
@@ -355,9 +368,11 @@ mod tests {
         assert!(one_x_box(one_box) && !one_x_box(wide));
         let tail = Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail;
         assert!(one_x_box(tail) && smem_of(tail) == smem_of(wide));
+        let over = Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped;
+        assert!(one_x_box(over) && smem_of(over) == smem_of(wide) && xfeed(over) == 15);
         // the prefix kernel and one kernel a feed
         let specs = variants("sm_90a");
-        assert_eq!(specs.len(), 7);
+        assert_eq!(specs.len(), 8);
         // the measured default (ledger rows 22, 84 and 100), where TMA can map X's scales
         assert_eq!(
             (

@@ -101,18 +101,6 @@ __device__ __forceinline__ void moe_store_fragment_pairs(OutT* y, i64 ldy, int n
   }
 }
 
-// moe_store_fragment_pairs over f's registers OFF .. OFF + COLS / 2, packed in pairs as they are
-// stored (pack2<OutT>).
-template <int COLS, int OFF, class OutT, int NR>
-__device__ __forceinline__ void moe_store_fragment_packed(OutT* y, i64 ldy, int n_total, int row0, int valid_rows, int r0,
-                                                          int col0, int q, const float (&f)[NR]) {
-  static_assert(OFF % 4 == 0 && OFF + COLS / 2 <= NR, "COLS columns from register OFF");
-  u32 pk[COLS / 4];
-#pragma unroll
-  for (int i = 0; i < COLS / 4; ++i) pk[i] = pack2<OutT>(f[OFF + 2 * i], f[OFF + 2 * i + 1]);
-  moe_store_fragment_pairs<COLS, 0>(y, ldy, n_total, row0, valid_rows, r0, col0, q, pk);
-}
-
 // acc(row, n .. n + 7) += v (f32, atomically per element), only the columns below n_total: two
 // 16-byte vector reductions (red.global.add.v4.f32, sm_90) when aligned and in range. The MoE
 // layer's down projection adds each weighted row into its token's accumulator row this way;

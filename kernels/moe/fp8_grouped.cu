@@ -36,7 +36,7 @@
 // of 128 registers of sums (two arrays of 128 beside them would not fit); the stage is freed
 // after the second half. A tile spans two W scale blocks: the slot carries both.
 // KILN_XFEED (the 128 x 256 tile: docs/fp8.md ledger rows 81, 84, 100 and 130): 3 (`tm256bh`,
-// the default since it won two rounds) takes two parts of the dense `256tmd`'s feed, 0 neither.
+// the default from row 102 to row 163) takes two parts of the dense `256tmd`'s feed, 0 neither.
 // Bit 0: a tile whose 128 rows are all its expert's loads them as one box of 128 rows, as the
 // dense tile loads A, through the fourth map (X in 128-row boxes; the 128B swizzle repeats every
 // 8 rows, so the stage holds the same bytes as four 32-row boxes). Bit 1: the X scales' slot
@@ -48,7 +48,7 @@
 // advances by x_rows mod 4 a K block, and every row's scale is read (a row past its expert's end
 // is never stored). The scales stay read before the batch: reading them under it (`tm256s`,
 // rows 81 and 84) cost 10-15 %.
-// KILN_XFEED = 11 (`tm256bht`, by name until timed in two rounds; ledger row 133): `tm256bh` with
+// KILN_XFEED = 11 (`tm256bht`, the default since it won three rounds; ledger rows 133 and 163): `tm256bh` with
 // the last wave's tiles in halves (TAIL: tail_units). 4 x 8192 rows make 2,048 pair tiles over 66
 // pairs, 31.03 waves: two pairs run a 32nd tile while 64 wait (3.1 % of the busiest pair's time).
 // As four half tiles of 256 x 128 on four pairs they take half a tile's time. A half unit's W

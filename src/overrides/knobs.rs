@@ -642,7 +642,7 @@ pub(super) static KNOBS: &[Knob] = &[
              grouped GEMM feeds its mainloop"
                 .into()
         },
-        default: "tm256bh (ldg where X's scales are not 16-byte aligned; H200, ledger rows 22, 84 and 100)",
+        default: "tm256bht (ldg where X's scales are not 16-byte aligned; H200, ledger rows 22, 84, 100, 133 and 163)",
         set: |o, v| put(&mut o.moe.fp8_grouped, opt(v, Fp8GroupedFeed::parse)),
         show: |o| o.moe.fp8_grouped.map(|f| f.name().to_string()),
     },

@@ -432,7 +432,7 @@ pub struct MoeOverrides {
     pub gather: MoeGather,
     /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh`, `tm256bht` or `tm256bhto`):
     /// how the FP8 grouped GEMM
-    /// feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256bh` where X's scales can be
+    /// feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256bht` where X's scales can be
     /// mapped ([`Fp8GroupedFeed::default_for`]).
     pub fp8_grouped: Option<Fp8GroupedFeed>,
     /// `KILN_FP8_GROUPED_NOSTORE` (`0` or `1`): a diagnostic, never verified: the FP8 grouped
@@ -720,7 +720,8 @@ pub enum Fp8GroupedFeed {
     StagedPairsWideOneBoxHoisted,
     /// `tm256bht`: `tm256bh` with the tiles past the last whole wave of pairs run as two half
     /// tiles of 128 columns each, where they fit one wave, so that the busiest pair's last unit
-    /// takes half a tile's time (docs/fp8.md row 133; by name until it wins two rounds).
+    /// takes half a tile's time (docs/fp8.md rows 133 and 163: the default since it won three
+    /// rounds).
     StagedPairsWideOneBoxHoistedTail,
     /// `tm256bhto`: `tm256bht` with the register epilogue overlapped: each consumer leaves its
     /// tile's sums in registers and stores them under the next tile's first K block, half h's
@@ -749,11 +750,11 @@ impl Fp8GroupedFeed {
     /// contiguous 4 x 8192 rows in 1.481-1.482 ms against `ldg`'s 1.720-1.728 (1,298 TFLOPS) and
     /// masked 4 x 256 in 55.2 us against 71.5 (1,090 TFLOPS); `tm256` with the one X box
     /// (`tm256b`, deleted) beat `tm256` in two rounds (2026-11-30: 0.968-0.970x cuBLASLt's
-    /// per-expert loop against 0.952-0.957x), and `tm256bh` beat `tm256b` in two rounds (row 100: 0.992-1.000x the loop against 0.966-0.968x). It needs
+    /// per-expert loop against 0.952-0.957x), `tm256bh` beat `tm256b` in two rounds (row 100: 0.992-1.000x the loop against 0.966-0.968x), and `tm256bht` beat `tm256bh` in three (rows 133 and 163). It needs
     /// X's scales where TMA can map them (`scales_mappable`: 16-byte aligned); else `ldg`.
     pub fn default_for(scales_mappable: bool) -> Fp8GroupedFeed {
         if scales_mappable {
-            Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail
         } else {
             Fp8GroupedFeed::Ldg
         }

@@ -373,14 +373,14 @@ mod tests {
         // the prefix kernel and one kernel a feed
         let specs = variants("sm_90a");
         assert_eq!(specs.len(), 8);
-        // the measured default (ledger rows 22, 84 and 100), where TMA can map X's scales
+        // the measured default (ledger rows 22, 84, 100, 133 and 163), where TMA can map X's scales
         assert_eq!(
             (
                 Fp8GroupedFeed::default_for(true),
                 Fp8GroupedFeed::default_for(false)
             ),
             (
-                Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
+                Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail,
                 Fp8GroupedFeed::Ldg
             )
         );

@@ -16,7 +16,7 @@ struct Fp8MoeArgs {
   int tiles_n;
   int group_m;    // m-tiles swept together in the grouped tile order (any value >= 1 is correct)
   int by_expert;  // 1: the order goes expert by expert (moe/sched.cuh)
-  int tma_y;  // the FP8 grouped GEMM's deferred epilogue (KILN_XFEED = 7): 1 when its fifth map is Y's
+  int pad_;
 };
 
 // X's scale of K block kb for X row `row` of a tile with `valid` real rows from row0: rows past

@@ -36,7 +36,7 @@
 // of 128 registers of sums (two arrays of 128 beside them would not fit); the stage is freed
 // after the second half. A tile spans two W scale blocks: the slot carries both.
 // KILN_XFEED (the 128 x 256 tile: docs/fp8.md ledger rows 81, 84, 100 and 130): 3 (`tm256bh`,
-// the default since it won two rounds) takes two parts of the dense `256tmd`'s feed, 0 neither.
+// the default from row 102 to row 163) takes two parts of the dense `256tmd`'s feed, 0 neither.
 // Bit 0: a tile whose 128 rows are all its expert's loads them as one box of 128 rows, as the
 // dense tile loads A, through the fourth map (X in 128-row boxes; the 128B swizzle repeats every
 // 8 rows, so the stage holds the same bytes as four 32-row boxes). Bit 1: the X scales' slot
@@ -48,26 +48,27 @@
 // advances by x_rows mod 4 a K block, and every row's scale is read (a row past its expert's end
 // is never stored). The scales stay read before the batch: reading them under it (`tm256s`,
 // rows 81 and 84) cost 10-15 %.
-// KILN_XFEED = 11 (`tm256bht`, by name until timed in two rounds; ledger row 133): `tm256bh` with
+// KILN_XFEED = 11 (`tm256bht`, the default since it won three rounds; ledger rows 133 and 163): `tm256bh` with
 // the last wave's tiles in halves (TAIL: tail_units). 4 x 8192 rows make 2,048 pair tiles over 66
 // pairs, 31.03 waves: two pairs run a 32nd tile while 64 wait (3.1 % of the busiest pair's time).
 // As four half tiles of 256 x 128 on four pairs they take half a tile's time. A half unit's W
 // rows are one pair part, which its rank loads and multicasts (the other loads none: the stage
 // expects half the W bytes); its consumers run one half's four wgmmas a K block and store 128
 // columns from registers.
-// KILN_XFEED = 7 (`tm256bhd`, by name until timed in two rounds; ledger row 131): `tm256bh` with
-// the dense `256tmd`'s third part, its deferred epilogue. Both consumers of a tile reach its
-// register store together and the tensor cores wait for both (the dense kernel's deferral saved
-// ~2 us a block-scaled tile there, row 26; a tile here runs 56 K blocks, ~55 us). A consumer whose
-// 64 rows are all its expert's (every one at 4 x 8192) packs its sums into 16-bit pairs (fin is
-// then dead), and under the next tile's first K block stages them a 64-column chunk at a time
-// into an 8 KB buffer of its own (stmatrix, 128B swizzle; common/c_staging.cuh), two chunks under
-// each half's batch, one thread sending each to Y by a TMA store through the fifth map (Y in
-// boxes of 64 rows x 64 columns: a box never holds another expert's rows); that block's promotion
-// writes fin fresh. A consumer holding an expert's last rows (fewer than 64), or one launched
-// without the map (Fp8MoeArgs.tma_y = 0: N not a multiple of 8), stores from registers at once as
-// before; one with no rows, and the last tile, send what is pending first.
-#include "common/c_staging.cuh"
+// KILN_XFEED = 15 (`tm256bhto`, by name until timed in two rounds; ledger row 162): `tm256bht`
+// with the register epilogue overlapped. Both consumers of a tile reach its store together (16
+// blocks of quad transposes and 16-byte stores a thread, ~480 instructions) while no wgmma is in
+// flight: the tensor pipe is busy 80.0 % of the grouped kernel's active cycles against the dense
+// `256tmd`'s 85.6 % with the same K-loop code (row 132). Here a consumer leaves its tile's sums in
+// fin, packs them into 16-bit pairs (64 registers: fin itself held across the boundary spilled 3 KB)
+// and stores them under the next tile's first K block: half h's 128 columns between the issue of
+// that block's half-h batch and its wait (one shuffle a pair in the transposes,
+// moe_store_fragment_pairs), that block's promotion then writing fin fresh. No staging
+// buffer and no barrier (the deferral through shared memory, `tm256bhd`, lost 15 %: row 131). A
+// half tile, a consumer with no rows and the last tile store what is pending first.
+// KILN_NOSTORE = 1 (KILN_FP8_GROUPED_NOSTORE, a diagnostic, never verified: Y is not written):
+// every store of Y skipped at run time (behind a test that never holds, so the sums are still
+// made), to time the epilogue's share of the kernel.
 #include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
 #include "common/mem_ops.cuh"
@@ -78,8 +79,9 @@
 #include "moe/sched.cuh"
 
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM) || \
-    !defined(KILN_OUT) || !defined(KILN_SSCALE) || !defined(KILN_CLUSTER) || !defined(KILN_XFEED)
-#error "fp8_grouped.cu needs KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM, KILN_OUT, KILN_SSCALE, KILN_CLUSTER and KILN_XFEED (src/ops/moe/fp8_grouped.rs)"
+    !defined(KILN_OUT) || !defined(KILN_SSCALE) || !defined(KILN_CLUSTER) || !defined(KILN_XFEED) ||          \
+    !defined(KILN_NOSTORE)
+#error "fp8_grouped.cu needs KILN_BN, KILN_STAGES, KILN_MAX_EXPERTS, KILN_SMEM, KILN_OUT, KILN_SSCALE, KILN_CLUSTER, KILN_XFEED and KILN_NOSTORE (src/ops/moe/fp8_grouped.rs)"
 #endif
 
 constexpr int BM = 128, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
@@ -93,24 +95,22 @@ constexpr int NSW = BN / 128;         // W scale blocks a tile spans (its n0 is 
 constexpr u32 X_BYTES = BM * BK, W_BYTES = BN * BK, STAGE_BYTES = X_BYTES + W_BYTES;
 constexpr u32 SLOT_BYTES = STAGED ? (SW_AT + 4 * NSW + 127) / 128 * 128 : 0;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
-constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, HOIST = (KILN_XFEED & 2) != 0, DEFER = (KILN_XFEED & 4) != 0;
-constexpr bool TAIL = (KILN_XFEED & 8) != 0;
-static_assert(KILN_XFEED == 0 || ((KILN_XFEED == 3 || KILN_XFEED == 7 || KILN_XFEED == 11) && BN == 256),
+constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, HOIST = (KILN_XFEED & 2) != 0;
+constexpr bool TAIL = (KILN_XFEED & 8) != 0, OVER = (KILN_XFEED & 4) != 0;
+static_assert(KILN_XFEED == 0 || ((KILN_XFEED == 3 || KILN_XFEED == 11 || KILN_XFEED == 15) && BN == 256),
               "KILN_XFEED is 0, 3 (one X box and the X scales' offset kept across the K loop: the 128 x 256 tile), "
-              "7 (and the epilogue deferred under the next tile's first K block) or 11 (3 with the last wave's "
-              "tiles in halves)");
-static_assert(!DEFER || sizeof(out_t) == 2, "the deferred epilogue stages 16-bit pairs");
-// the deferred epilogue's staging: one 8 KB buffer a consumer, 1024-aligned after the stages
-using Epi = TmaStoreEpilogue<1, out_t, 1>;
-constexpr u32 EPI_BYTES = DEFER ? 2 * Epi::CHUNK_BYTES : 0;
-constexpr int C_NCH = BN / Epi::C_COLS;  // chunks of a consumer's 64 x BN
+              "11 (3 with the last wave's tiles in halves) or 15 (11 with the epilogue under the next tile's first "
+              "K block)");
+static_assert(!OVER || sizeof(out_t) == 2, "the overlapped epilogue stores 16-bit pairs");
+static_assert(KILN_NOSTORE == 0 || KILN_NOSTORE == 1, "KILN_NOSTORE is 0 or 1 (the diagnostic without Y's stores)");
+constexpr bool NOSTORE = KILN_NOSTORE != 0;
 static_assert(BN == 128 || (BN == 256 && STAGED && CM == 2),
               "128 columns (the pipelined promotion's three arrays fit), or 256 in drained halves with the scales "
               "in the ring, in pairs");
 static_assert(KILN_SSCALE == 0 || KILN_SSCALE == 1, "KILN_SSCALE is 0 (scales from global memory) or 1 (in the ring)");
 static_assert(CM == 1 || CM == 2, "KILN_CLUSTER is 1 or 2 (pairs along M)");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + SLOT_BYTES) + EPI_BYTES + 2 * STAGES * 8 + TABLE_BYTES,
+static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + SLOT_BYTES) + 2 * STAGES * 8 + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 
@@ -130,9 +130,12 @@ __device__ __forceinline__ int tail_unit(int v, int units, int stride, int& h) {
   return whole + ((v - whole) >> 1);
 }
 
-// A compile-time flag for a generic lambda's argument (DEFER's first K block of a tile).
+// Compile-time flags for a generic lambda's argument: OVER's first K block of a tile, a half.
 template <bool B> struct MoeFlag {
   static constexpr bool value = B;
+};
+template <int H> struct MoeHalf {
+  static constexpr int value = H;
 };
 
 // Work unit u's tile for CTA `rank` of its pair (rank 0 without pairs): the tables count pair
@@ -149,12 +152,11 @@ __device__ __forceinline__ MoeTile fp8_moe_cta_tile(const int* table, const Fp8M
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_fp8_grouped(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w,
                     const __grid_constant__ TmaMap tma_sx, const __grid_constant__ TmaMap tma_x128,
-                    const __grid_constant__ TmaMap tma_y, const Fp8MoeArgs p) {
+                    const Fp8MoeArgs p) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);
-  const u32 estage = base + STAGES * STAGE_BYTES;  // the deferred epilogue's staging buffers
-  const u32 slots = estage + EPI_BYTES;             // KILN_SSCALE's scale slots
+  const u32 slots = base + STAGES * STAGE_BYTES;  // KILN_SSCALE's scale slots
   const MbarRing<STAGES> ring{slots + STAGES * SLOT_BYTES};
   int* table = reinterpret_cast<int*>(smem_raw + (ring.bars - raw) + 2 * STAGES * 8);
   const int E = p.experts;
@@ -179,7 +181,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         tma_prefetch(&tma_w);
         if (STAGED) tma_prefetch(&tma_sx);
         if (X_ONE_BOX) tma_prefetch(&tma_x128);
-        if (DEFER && p.tma_y) tma_prefetch(&tma_y);
         const int rank = CM > 1 ? (int)cluster_ctarank() : 0;
         u32 it = 0;
         // (one X box: the stride reread from %nctaid each tile, which ptxas else spilled at the
@@ -238,48 +239,50 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // HOIST: this thread's first row's place in a slot's X scales (fixed: r0 below), and
         // x_rows mod 4 in bytes, the step of the box's offset from one K block to the next
         const u32 row_at = 4u * (u32)(64 * c + 16 * w + lane / 4), x_step = 4u * ((u32)p.x_rows & 3u);
-        // DEFER: the last tile's sums as 16-bit pairs (pair 4 J + x of 16-column block J, what
-        // stage_chunk_16 reads) and its chunks still to send: dnch (0 when none) at the
-        // consumer's rows dm0 .., columns dn0 ..; send_part(h) sends chunks 2h and 2h + 1 (the
-        // chunk indices unrolled: the pairs stay in registers, each dead once sent).
-        u32 packed[DEFER ? 2 * BN / 8 : 1];
-        int dnch = 0, dm0 = 0, dn0 = 0;
-        // All four written on every path back to the top of the tile loop, even where nothing
-        // is deferred: else, as far as ptxas can tell, send_part may read them there, so they
-        // stay live through the K loop (which spilled).
-        auto clear_deferred = [&]() {
-          if constexpr (DEFER) {
+        // NOSTORE: a test that never holds (n >= 1) but that ptxas cannot fold, so fin stays live
+        const bool store = !NOSTORE || p.n < 0;
+        // OVER: the last tile's sums as 16-bit pairs (pk[2 j + h]: fin's registers 4 j + 2 h and
+        // 4 j + 2 h + 1) and its unit pu (-1: none pending; its rows and columns found again from
+        // the tables where they are stored: one register held across the tile boundary instead of
+        // three, which spilled); half H's 128 columns at a time. Every path back to the top of the
+        // tile loop writes pk after its last K loop (else pk would stay live through the K loops).
+        u32 pk[OVER ? BN / 4 : 1];
+        int pu = -1;
+        auto clear_pending = [&]() {
+          if constexpr (OVER) {
 #pragma unroll
-            for (int i = 0; i < 2 * BN / 8; ++i) packed[i] = 0u;
-            dnch = dm0 = dn0 = 0;
+            for (int i = 0; i < BN / 4; ++i) pk[i] = 0u;
+          }
+          pu = -1;
+        };
+        auto store_pending = [&](auto half_t) {
+          constexpr int H = decltype(half_t)::value;
+          if constexpr (OVER) {
+            if (store && pu >= 0) {
+              const MoeTile t = fp8_moe_cta_tile(table, p, pu, tiles_m, CM > 1 ? (int)cluster_ctarank() : 0);
+              const int r = 64 * c + 16 * w + lane / 4;  // (r0 below, made where it is used)
+              moe_store_fragment_pairs<128, 32 * H>(y, p.ldy, p.n, t.row0, t.valid_rows, r, t.n0 + 128 * H, q, pk);
+            }
           }
         };
-        clear_deferred();
-        auto send_part = [&](int h) {
-          if constexpr (DEFER) {
-            Epi epi(estage, 0, c, w, lane);  // (made where it is used: nothing held across the K loop)
-#pragma unroll
-            for (int ch = h * C_NCH / 2; ch < (h + 1) * C_NCH / 2; ++ch)
-              if (ch < dnch) epi.store_chunk(&tma_y, ch, dnch, dm0, dn0, 0.0f, [&](int J, int x) { return packed[4 * J + x]; });
-          }
+        auto flush_pending = [&]() {
+          store_pending(MoeHalf<0>{});
+          store_pending(MoeHalf<1>{});
         };
         u32 it = 0;
-        // DEFER: the unit derived from the ring iterations (every unit takes kblocks of them), no
-        // counter of its own held across the K loop: with the deferred pairs ptxas spilled it
+        // OVER: the unit derived from the ring iterations (every unit takes kblocks of them), no
+        // counter of its own held across the K loop: with the pairs ptxas spilled it
         const int vend = tail_units(units, stride);
-        for (int v = first; v < vend; v = DEFER ? first + (int)(it / (u32)kblocks) * stride : v + stride) {
+        for (int v = first; v < vend; v = OVER ? first + (int)(it / (u32)kblocks) * stride : v + stride) {
           int h;  // TAIL: a half tile's half, else -1
           const int u = tail_unit(v, units, stride, h);
           const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, CM > 1 ? (int)cluster_ctarank() : 0);
           if (64 * c >= tile.valid_rows) {
             // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing
-            // (DEFER: but what the last tile left).
-            if constexpr (DEFER) {
-              send_part(0);
-              send_part(1);
-              clear_deferred();
-            }
+            // (OVER: but what the last tile left).
+            flush_pending();
             for (int kb = 0; kb < kblocks; ++kb, ++it) release(ring.wait_full(it));
+            clear_pending();
             continue;
           }
           const int r0 = 64 * c + 16 * w + lane / 4;  // this thread's tile rows: r0, r0 + 8
@@ -290,7 +293,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             // the second. (fp8_issue_block waits for the stage; the second wait passes at once.)
             const u64 db1 = wgmma_desc_add(db0, 128 * 128);
             auto none = [](int) { return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f}; };
-            if constexpr (!DEFER) {  // (deferred: the first K block writes fin fresh)
+            if (TAIL && h >= 0) flush_pending();  // (OVER: a half tile stores at once)
+            if (!OVER || (TAIL && h >= 0)) {  // (OVER: the first K block writes fin fresh)
 #pragma unroll
               for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
             }
@@ -314,21 +318,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               v.b1 = ld_shared_f32(sl + SW_AT + 4);
               return v;
             };
-            // FIRST (DEFER's first K block, peeled): the last tile's chunks of half h's columns
-            // staged and sent under half h's batch, the promotion fresh
-            auto kblock = [&](int kb, auto first_t) {
-              constexpr bool FIRST = decltype(first_t)::value;
-              const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(
-                  ring, it, acc, da0, db0, [&](int s) { return read_scales(kb, s); });
-              if constexpr (FIRST) send_part(0);
-              wgmma_wait<0>();
-              fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
-              fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db1, none);
-              if constexpr (FIRST) send_part(1);
-              wgmma_wait<0>();
-              release(MbarRing<STAGES>::slot(it));
-              fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
-            };
             if (TAIL && h >= 0) {
               // a half tile: half h's four wgmmas a K block (W part h, its scale block), promoted
               // into fin's first 64 registers, stored as 128 columns from n0 + 128 h
@@ -341,15 +330,41 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                 release(MbarRing<STAGES>::slot(it));
                 fp8_promote_part<128, BN>(fin, acc, sc.a0 * b, sc.a1 * b, 0);
               }
-              moe_store_fragment<128>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0 + 128 * h, q, fin);
+              if (store) moe_store_fragment<128>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0 + 128 * h, q, fin);
+              clear_pending();
               continue;
             }
+            // FIRST (OVER's first K block, peeled): the last tile's half h stored under half h's
+            // batch, the promotion fresh
+            auto kblock = [&](int kb, auto first_t) {
+              constexpr bool FIRST = decltype(first_t)::value;
+              const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(
+                  ring, it, acc, da0, db0, [&](int s) { return read_scales(kb, s); });
+              if constexpr (FIRST) store_pending(MoeHalf<0>{});
+              wgmma_wait<0>();
+              fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
+              fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db1, none);
+              if constexpr (FIRST) store_pending(MoeHalf<1>{});
+              wgmma_wait<0>();
+              release(MbarRing<STAGES>::slot(it));
+              fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
+            };
             int kb = 0;
-            if constexpr (DEFER) {  // (kblocks >= 1: K >= 16)
+            if constexpr (OVER) {  // (kblocks >= 1: K >= 16)
               kblock(kb++, MoeFlag<true>{});
               ++it;
             }
             for (; kb < kblocks; ++kb, ++it) kblock(kb, MoeFlag<false>{});
+            if constexpr (OVER) {
+              // packed (after the last promotion: ptxas interleaving the two spilled), stored under
+              // the next tile's first K block (or after the last tile)
+#pragma unroll
+              for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(fin[i]);
+#pragma unroll
+              for (int i = 0; i < BN / 4; ++i) pk[i] = pack2<out_t>(fin[2 * i], fin[2 * i + 1]);
+              pu = u;
+              continue;
+            }
           } else if constexpr (STAGED) {
             // block kb's scales from its stage's slot: X's from the box's start rounded down
             auto scales = [&](int kb, int s) {
@@ -376,30 +391,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             fp8_promoted_kloop<BN, STAGES, STAGE_BYTES>(ring, it, kblocks, da0, db0, fin, acc, acc2, BN / 8, scales, release);
           }
 
-          if constexpr (DEFER) {
-            // all 64 rows the expert's: sent under the next tile's first K block (or after the
-            // last tile), by TMA
-            if (p.tma_y && 64 * c + 64 <= tile.valid_rows) {
-#pragma unroll
-              for (int J = 0; J < BN / 16; ++J)
-#pragma unroll
-                for (int x = 0; x < 4; ++x) packed[4 * J + x] = pack2<out_t>(fin[8 * J + 2 * x], fin[8 * J + 2 * x + 1]);
-              dm0 = tile.row0 + 64 * c;
-              dn0 = tile.n0;
-              dnch = min(C_NCH, (p.n - tile.n0 + Epi::C_COLS - 1) / Epi::C_COLS);
-              continue;
-            }
-          }
           // Y from registers (moe/epilogue.cuh), rows past the expert's end never stored
-          moe_store_fragment<BN>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0, q, fin);
-          clear_deferred();
+          if (store) moe_store_fragment<BN>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0, q, fin);
         }
-        if constexpr (DEFER) {
-          // the last tile's chunks, then every bulk store done reading the staging buffer
-          send_part(0);
-          send_part(1);
-          if (threadIdx.x % 128 == 0) tma_store_wait<0>();
-        }
+        flush_pending();  // (OVER: the last tile's)
       });
   // No CTA of a pair may leave while its peer can still arrive on its barriers or multicast into it.
   if constexpr (CM > 1) {

@@ -631,15 +631,26 @@ pub(super) static KNOBS: &[Knob] = &[
             "`ldg` (the consumers load the scales from global memory), `t` (the scales ride the \
              ring with their stage), `tm` (`t` in pairs of CTAs sharing each W tile), `tm256` \
              (`tm` with 128 x 256 tiles), `tm256bh` (`tm256` loading a full tile's X as one \
-             128-row box, the X scales' slot offset kept across the K loop), `tm256bhd` \
-             (`tm256bh` with its epilogue deferred under the next tile's first K block) or \
-             `tm256bht` (`tm256bh` with the last wave's tiles in halves of 128 columns): how the \
-             FP8 grouped GEMM feeds its mainloop"
+             128-row box, the X scales' slot offset kept across the K loop), `tm256bht` \
+             (`tm256bh` with the last wave's tiles in halves of 128 columns) or `tm256bhto` \
+             (`tm256bht` storing each tile under the next tile's first K block): how the FP8 \
+             grouped GEMM feeds its mainloop"
                 .into()
         },
-        default: "tm256bh (ldg where X's scales are not 16-byte aligned; H200, ledger rows 22, 84 and 100)",
+        default: "tm256bht (ldg where X's scales are not 16-byte aligned; H200, ledger rows 22, 84, 100, 133 and 163)",
         set: |o, v| put(&mut o.moe.fp8_grouped, opt(v, Fp8GroupedFeed::parse)),
         show: |o| o.moe.fp8_grouped.map(|f| f.name().to_string()),
+    },
+    Knob {
+        name: "KILN_FP8_GROUPED_NOSTORE",
+        takes: || {
+            "`0` or `1` (a diagnostic, never verified: the FP8 grouped GEMM with every store of \
+             Y skipped, its output left unwritten, to time the epilogue's share)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp8_grouped_nostore, or(v, false, flag)),
+        show: |o| o.moe.fp8_grouped_nostore.then(|| "1".into()),
     },
     Knob {
         name: "KILN_FP8_PDL",

@@ -431,11 +431,15 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh`, `tm256bhd` or `tm256bht`):
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh`, `tm256bht` or `tm256bhto`):
     /// how the FP8 grouped GEMM
-    /// feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256bh` where X's scales can be
+    /// feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256bht` where X's scales can be
     /// mapped ([`Fp8GroupedFeed::default_for`]).
     pub fp8_grouped: Option<Fp8GroupedFeed>,
+    /// `KILN_FP8_GROUPED_NOSTORE` (`0` or `1`): a diagnostic, never verified: the FP8 grouped
+    /// GEMM with every store of Y skipped (its output unwritten), to time the epilogue's share
+    /// (docs/fp8.md ledger row 161). Default `0`.
+    pub fp8_grouped_nostore: bool,
 }
 
 impl MoeOverrides {
@@ -479,6 +483,7 @@ impl MoeOverrides {
         w4a8_form: W4a8Form::Auto,
         gather: MoeGather::Auto,
         fp8_grouped: None,
+        fp8_grouped_nostore: false,
     };
 }
 
@@ -715,15 +720,17 @@ pub enum Fp8GroupedFeed {
     /// tile (row 100; the default since row 102). The one box alone (`tm256b`, the default of
     /// rows 101-102) was deleted in row 130.
     StagedPairsWideOneBoxHoisted,
-    /// `tm256bhd`: `tm256bh` with the dense `256tmd`'s deferred epilogue: a consumer whose 64
-    /// rows are all its expert's sends its tile to Y by TMA stores under the next tile's first K
-    /// block instead of storing from registers while the tensor cores wait (docs/fp8.md row 131;
-    /// by name until it wins two rounds).
-    StagedPairsWideOneBoxHoistedDeferred,
     /// `tm256bht`: `tm256bh` with the tiles past the last whole wave of pairs run as two half
     /// tiles of 128 columns each, where they fit one wave, so that the busiest pair's last unit
-    /// takes half a tile's time (docs/fp8.md row 133; by name until it wins two rounds).
+    /// takes half a tile's time (docs/fp8.md rows 133 and 163: the default since it won three
+    /// rounds).
     StagedPairsWideOneBoxHoistedTail,
+    /// `tm256bhto`: `tm256bht` with the register epilogue overlapped: each consumer leaves its
+    /// tile's sums in registers and stores them under the next tile's first K block, half h's
+    /// columns between that block's half-h issue and its wait (the pairs packed before the quad
+    /// transposes), where both consumers stored while no wgmma was in flight (docs/fp8.md row
+    /// 162; by name until it wins two rounds).
+    StagedPairsWideOneBoxHoistedTailOverlapped,
 }
 
 impl Fp8GroupedFeed {
@@ -733,8 +740,8 @@ impl Fp8GroupedFeed {
         Fp8GroupedFeed::StagedPairs,
         Fp8GroupedFeed::StagedPairsWide,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
-        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped,
     ];
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
@@ -745,11 +752,11 @@ impl Fp8GroupedFeed {
     /// contiguous 4 x 8192 rows in 1.481-1.482 ms against `ldg`'s 1.720-1.728 (1,298 TFLOPS) and
     /// masked 4 x 256 in 55.2 us against 71.5 (1,090 TFLOPS); `tm256` with the one X box
     /// (`tm256b`, deleted) beat `tm256` in two rounds (2026-11-30: 0.968-0.970x cuBLASLt's
-    /// per-expert loop against 0.952-0.957x), and `tm256bh` beat `tm256b` in two rounds (row 100: 0.992-1.000x the loop against 0.966-0.968x). It needs
+    /// per-expert loop against 0.952-0.957x), `tm256bh` beat `tm256b` in two rounds (row 100: 0.992-1.000x the loop against 0.966-0.968x), and `tm256bht` beat `tm256bh` in three (rows 133 and 163). It needs
     /// X's scales where TMA can map them (`scales_mappable`: 16-byte aligned); else `ldg`.
     pub fn default_for(scales_mappable: bool) -> Fp8GroupedFeed {
         if scales_mappable {
-            Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail
         } else {
             Fp8GroupedFeed::Ldg
         }
@@ -762,8 +769,8 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::StagedPairs => "tm",
             Fp8GroupedFeed::StagedPairsWide => "tm256",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => "tm256bh",
-            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred => "tm256bhd",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => "tm256bht",
+            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => "tm256bhto",
         }
     }
 }

@@ -42,38 +42,23 @@ const fn fixed_bytes() -> u32 {
 
 /// The parts of the dense tile's feed `feed` takes (the kernel's `KILN_XFEED` bits): 1, a full
 /// tile's X as one box of [`BM`] rows through the map in the kernel's fourth slot; 2, the X
-/// scales' slot offset kept across the K loop; 4, the epilogue deferred under the next tile's
-/// first K block (TMA stores through the fifth map); 8, the tiles past the last whole wave of
-/// pairs in halves of 128 columns. 3 for `tm256bh`, 7 for `tm256bhd`, 11 for `tm256bht`, 0 for
-/// the other feeds.
+/// scales' slot offset kept across the K loop; 4, each tile stored from registers under the next
+/// tile's first K block; 8, the tiles past the last whole wave of pairs in halves of 128 columns.
+/// 3 for `tm256bh`, 11 for `tm256bht`, 15 for `tm256bhto`, 0 for the other feeds. (Bit 4 was
+/// `tm256bhd`'s TMA-store deferral until ledger row 160 deleted it: lost by 15 %.)
 pub const fn xfeed(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 3,
-        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred => 7,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 11,
+        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => 15,
         _ => 0,
     }
 }
 
-/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256bh`, `tm256bhd`,
-/// `tm256bht`).
+/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256bh`, `tm256bht`,
+/// `tm256bhto`).
 pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
     xfeed(feed) & 1 != 0
-}
-
-/// Whether `feed` defers its epilogue (`tm256bhd`): Y's map in the kernel's fifth slot and an
-/// 8 KB staging buffer a consumer.
-pub const fn defers(feed: Fp8GroupedFeed) -> bool {
-    xfeed(feed) & 4 != 0
-}
-
-/// The deferred epilogue's staging: one 8 KB chunk buffer for each of the two consumers.
-pub const fn epi_bytes(feed: Fp8GroupedFeed) -> u32 {
-    if defers(feed) {
-        2 * 8192
-    } else {
-        0
-    }
 }
 
 /// Tile columns: 256 for `tm256` and the `tm256bh` feeds, else [`BN`].
@@ -81,8 +66,8 @@ pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 256,
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => 256,
         _ => BN,
     }
 }
@@ -108,17 +93,16 @@ pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
         Fp8GroupedFeed::StagedPairs
         | Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 2,
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => 2,
         _ => 1,
     }
 }
 
-/// Stages in the ring: as many as the budget holds beside the staging (each with its slot and
-/// two mbarriers), at most 8.
+/// Stages in the ring: as many as the budget holds (each with its slot and two mbarriers), at
+/// most 8.
 pub const fn stages_of(feed: Fp8GroupedFeed) -> u32 {
-    let s = (SMEM_BUDGET - fixed_bytes() - epi_bytes(feed))
-        / (stage_bytes_of(feed) + slot_bytes(feed) + 16);
+    let s = (SMEM_BUDGET - fixed_bytes()) / (stage_bytes_of(feed) + slot_bytes(feed) + 16);
     if s > 8 {
         8
     } else {
@@ -127,9 +111,7 @@ pub const fn stages_of(feed: Fp8GroupedFeed) -> u32 {
 }
 
 pub const fn smem_of(feed: Fp8GroupedFeed) -> u32 {
-    fixed_bytes()
-        + epi_bytes(feed)
-        + stages_of(feed) * (stage_bytes_of(feed) + slot_bytes(feed) + 16)
+    fixed_bytes() + stages_of(feed) * (stage_bytes_of(feed) + slot_bytes(feed) + 16)
 }
 
 /// The `ldg` kernel's ring (the FP8 SwiGLU's budget is reckoned beside it).
@@ -142,6 +124,12 @@ pub const fn smem_bytes() -> u32 {
 }
 
 pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
+    spec_with(arch, feed, false)
+}
+
+/// [`spec`], or with `nostore` the diagnostic without Y's stores (`KILN_FP8_GROUPED_NOSTORE`:
+/// never verified, in no variant list).
+pub fn spec_with(arch: &str, feed: Fp8GroupedFeed, nostore: bool) -> KernelSpec {
     KernelSpec::new("moe/fp8_grouped.cu", ENTRY, arch)
         .define("KILN_BN", bn_of(feed))
         .define("KILN_STAGES", stages_of(feed))
@@ -151,6 +139,7 @@ pub fn spec(arch: &str, feed: Fp8GroupedFeed) -> KernelSpec {
         .define("KILN_SSCALE", (feed != Fp8GroupedFeed::Ldg) as u32)
         .define("KILN_CLUSTER", ctas(feed))
         .define("KILN_XFEED", xfeed(feed))
+        .define("KILN_NOSTORE", nostore as u32)
 }
 
 /// Every specialisation (for the compile check): the kernel of each feed, and the prefix kernel
@@ -293,7 +282,7 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     } else {
         map_x // a stand-in: the `ldg` kernel never reads it
     };
-    // the fourth slot: X in boxes of 128 rows for `tm256bh` and `tm256bhd`, else a stand-in
+    // the fourth slot: X in boxes of 128 rows for the `tm256bh` feeds, else a stand-in
     let mut map_x128 = if one_x_box(feed) {
         let t = x_map_rows(p, ops.x.ptr(), BM);
         t.validate().map_err(unsupported)?;
@@ -301,20 +290,10 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     } else {
         map_x
     };
-    // the fifth slot: Y's map for the deferred epilogue (`tm256bhd`; none where TMA cannot
-    // store Y's rows: the kernel then stores from registers), else a stand-in
-    let map_y = if defers(feed) {
-        crate::ops::gemm::wgmma_tma_ws::c_store_map(p.x_rows(), p.n, p.n, DType::Bf16, ops.y.ptr())
-            .map(|m| m.encode())
-            .transpose()?
-    } else {
-        None
-    };
-    let f = ctx.function(&spec(&ctx.arch(), feed))?;
+    let nostore = ctx.overrides.moe.fp8_grouped_nostore;
+    let f = ctx.function(&spec_with(&ctx.arch(), feed, nostore))?;
     let order = order_for(&p.layout(), pairs * BM, &ctx.overrides.moe);
     let mut args = Fp8MoeArgs::new(p, ops, bn, order);
-    args.tma_y = map_y.is_some() as i32;
-    let mut map_y = map_y.unwrap_or(map_x);
     let grid = if pairs > 1 {
         pair_grid(
             p,
@@ -329,10 +308,10 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
         cluster: (pairs > 1).then_some((pairs, 1, 1)),
         ..LaunchConfig::simple((grid, 1, 1), THREADS)
     };
-    // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this
-    // order. The maps address X, W, X's scales, X in 128-row boxes and Y (the `ldg` kernel reads
-    // no third map, only `tm256bh` and `tm256bhd` the fourth, only `tm256bhd` with
-    // `args.tma_y` the fifth: X's stands in), the args Y, the scales and the schedule workspace; `prepare` has matched every buffer to the problem, and the caller keeps
+    // SAFETY: the kernel takes (TmaMap, TmaMap, TmaMap, TmaMap, Fp8MoeArgs) in this order. The
+    // maps address X, W, X's scales and X in 128-row boxes (the `ldg` kernel reads no third map,
+    // only the `tm256bh` feeds the fourth: X's stands in), the args Y, the scales and the
+    // schedule workspace; `prepare` has matched every buffer to the problem, and the caller keeps
     // them alive until the stream has run.
     unsafe {
         f.launch(
@@ -343,7 +322,6 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
                 map_w.as_param(),
                 map_sx.as_param(),
                 map_x128.as_param(),
-                map_y.as_param(),
                 args.as_param(),
             ],
         )
@@ -384,26 +362,25 @@ mod tests {
         assert_eq!(slot_bytes(Fp8GroupedFeed::Staged), 640);
         assert_eq!(slot_bytes(Fp8GroupedFeed::Ldg), 0);
         assert_eq!(smem_of(Fp8GroupedFeed::StagedPairs), 213_864);
-        // the one-box feed: `tm256`'s ring; deferred, 16 KB of staging beside the same four stages
+        // the one-box feeds: `tm256`'s ring
         let one_box = Fp8GroupedFeed::StagedPairsWideOneBoxHoisted;
         assert_eq!(smem_of(one_box), smem_of(wide));
-        assert!(one_x_box(one_box) && !one_x_box(wide) && !defers(one_box));
-        let deferred = Fp8GroupedFeed::StagedPairsWideOneBoxHoistedDeferred;
-        assert!(one_x_box(deferred) && defers(deferred));
-        assert_eq!(smem_of(deferred), smem_of(wide) + 16_384);
+        assert!(one_x_box(one_box) && !one_x_box(wide));
         let tail = Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail;
-        assert!(one_x_box(tail) && !defers(tail) && smem_of(tail) == smem_of(wide));
+        assert!(one_x_box(tail) && smem_of(tail) == smem_of(wide));
+        let over = Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped;
+        assert!(one_x_box(over) && smem_of(over) == smem_of(wide) && xfeed(over) == 15);
         // the prefix kernel and one kernel a feed
         let specs = variants("sm_90a");
         assert_eq!(specs.len(), 8);
-        // the measured default (ledger rows 22, 84 and 100), where TMA can map X's scales
+        // the measured default (ledger rows 22, 84, 100, 133 and 163), where TMA can map X's scales
         assert_eq!(
             (
                 Fp8GroupedFeed::default_for(true),
                 Fp8GroupedFeed::default_for(false)
             ),
             (
-                Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
+                Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail,
                 Fp8GroupedFeed::Ldg
             )
         );

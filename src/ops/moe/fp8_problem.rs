@@ -324,9 +324,7 @@ pub struct Fp8MoeArgs {
     pub tiles_n: i32,
     pub group_m: i32,
     pub by_expert: i32,
-    /// The FP8 grouped GEMM's deferred epilogue (`tm256bhd`): 1 when its fifth map is Y's, 0
-    /// when Y stays in registers (N not a multiple of 8) or for the other kernels.
-    pub tma_y: i32,
+    pub pad: i32,
 }
 
 impl Fp8MoeArgs {
@@ -348,7 +346,7 @@ impl Fp8MoeArgs {
             tiles_n: p.n.div_ceil(bn as usize) as i32,
             group_m,
             by_expert,
-            tma_y: 0,
+            pad: 0,
         }
     }
 
@@ -367,7 +365,6 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fp8MoeArgs, ldy), 56);
         assert_eq!(std::mem::offset_of!(Fp8MoeArgs, experts), 64);
         assert_eq!(std::mem::offset_of!(Fp8MoeArgs, by_expert), 88);
-        assert_eq!(std::mem::offset_of!(Fp8MoeArgs, tma_y), 92);
         assert_eq!(std::mem::size_of::<Fp8MoeArgs>(), 96);
     }
 

@@ -341,12 +341,6 @@ struct Fp8Args {
   // before the wait, so the weights stream while the kernel before still runs; the caller
   // promises that no earlier work on the stream writes B.
   int pdl;
-  // 1 (the `u` of a config): a CTA leaves once its last bulk stores of C have read the staging
-  // shared memory (cp.async.bulk.wait_group.read, CUTLASS's and DeepGEMM's tma_store_wait at a
-  // kernel's end; the grid's completion still covers their writes), not once the writes are
-  // done: that wait is an L2 round trip on every CTA's tail (the exit's 6 % of the stall
-  // samples at 128x32768x512, ledger rows 112 and 147).
-  int exit_read;
 };
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -1008,10 +1002,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   if (order && c == 0) named_barrier_sync(TURN, 256);  // consumer 1's last hand-off
   while (dleft > 0) defer_step();  // the last tile's deferred chunks
   // Bulk stores still reading the staging chunks finish before the shared memory goes away.
-  if (TMA_EPI && tma_out && (threadIdx.x % 128) == 0) {
-    if (p.exit_read) tma_store_wait_read<0>();
-    else tma_store_wait<0>();
-  }
+  if (TMA_EPI && tma_out && (threadIdx.x % 128) == 0) tma_store_wait<0>();
   // No CTA may leave while a peer's consumers can still arrive on its barriers.
   if constexpr (CLUSTER > 1) {
     __syncwarp();

@@ -94,7 +94,7 @@ pub struct Fp8ProblemArgs {
     pub unpromoted: bool,
     /// kiln's tile config, repeatable (bench: each timed in turn with the others and cuBLASLt,
     /// launch by launch; verify: each checked, `all` for every compiled one):
-    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][u][/S][a|w|c]` (128, 160, 128p for the pipelined promotion,
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][/S][a|w|c]` (128, 160, 128p for the pipelined promotion,
     /// r for A's fragments from registers (256prtmh: lost, not compiled now),
     /// s for the block scales through shared memory, 176se and C through the TMA-store
     /// epilogue (h: one staging buffer a consumer, a stage more: 256tmh; d: deferred under the
@@ -102,7 +102,6 @@ pub struct Fp8ProblemArgs {
     /// (128otbe: by one bulk copy, no map; 128otqe: both scales by bulk copies, no copier warp), 128ote the consumers taking turns to issue K
     /// blocks, m for pairs of CTAs along M multicasting B (128ptme), n along N multicasting A,
     /// l for a CTA's last tile staged in the ring (256thl),
-    /// u for a CTA leaving once C's last bulk stores have read shared memory (128otqeu),
     /// 64x128ps the
     /// 64-row tile, /S for S split-K slices (/k: stream-K, the last wave's tiles shared out by K
     /// block), a, w or c to reduce them atomically, through slots or in a cluster's shared

@@ -106,13 +106,6 @@ pub struct Fp8Config {
     /// staging buffers (`l`, `Fp8Args.ring_epi`, run time; ledger row 25).
     #[serde(default)]
     pub ring_epi: bool,
-    /// With `tma_epi`: a CTA leaves once its last bulk stores of C have read the staging shared
-    /// memory, not once their writes are done (`u`, `Fp8Args.exit_read`, run time; ledger row
-    /// 147): CUTLASS's and DeepGEMM's `tma_store_wait` at a kernel's end, where kiln's waited
-    /// for the writes (an L2 round trip on every CTA's tail: the exit's 6 % of the stall samples
-    /// at 128x32768x512, row 112).
-    #[serde(default)]
-    pub exit_read: bool,
     pub splits: u32,
     /// Stream-K (`/k`, run time): the tiles past the last whole wave of the SMs shared out by K
     /// block, one equal run per cluster ([`stream_layout`]), summed atomically; `splits` unused.
@@ -163,7 +156,6 @@ impl Fp8Config {
             one_buffer: false,
             deferred: false,
             ring_epi: false,
-            exit_read: false,
             splits: 0,
             stream: false,
             reduce: None,
@@ -595,9 +587,6 @@ impl std::fmt::Display for Fp8Config {
         if self.ring_epi {
             f.write_str("l")?;
         }
-        if self.exit_read {
-            f.write_str("u")?;
-        }
         if self.stream {
             f.write_str("/k")?;
         } else if self.splits > 0 {
@@ -614,7 +603,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][u][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -628,14 +617,13 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][u][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA; b: by one bulk copy; q: both scales by bulk copies), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
-                 next tile, 256md), l for the last tile staged in the ring, u for leaving once \
-                 C's last stores have read shared memory, 64x for the 64-row \
+                 next tile, 256md), l for the last tile staged in the ring, 64x for the 64-row \
                  tile, /S for S split-K slices (/k: stream-K), a, w or c to reduce them atomically, \
                  through slots or in a cluster's shared memory (64x128ps/7a, 64x128ps/4c, 128pte/k)"
             ))
@@ -653,11 +641,6 @@ impl std::str::FromStr for Fp8Config {
             Some((h, k)) => (h, k.parse::<u32>().map_err(|_| bad())?, false),
             None if reduce.is_none() => (head, 0, false),
             None => return Err(bad()),
-        };
-        // (`u` before the rows' `x`: a width ends in a digit, so its last letter is a flag)
-        let (head, exit_read) = match head.strip_suffix('u') {
-            Some(h) => (h, true),
-            None => (head, false),
         };
         let (bm, head) = match head.split_once('x') {
             Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
@@ -724,7 +707,6 @@ impl std::str::FromStr for Fp8Config {
             one_buffer,
             deferred,
             ring_epi,
-            exit_read,
             splits,
             stream,
             reduce,
@@ -1918,9 +1900,6 @@ pub struct Fp8Args {
     /// Programmatic dependent launch ([`Fp8Pdl::bits`]): bit 0 wait for the grid before, bit 1
     /// B's first stages before that wait; 0 when launched plainly.
     pub pdl: i32,
-    /// 1: a CTA leaves once its last bulk stores of C have read shared memory
-    /// ([`Fp8Config::exit_read`]), else once their writes are done.
-    pub exit_read: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -2007,13 +1986,6 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
             "config {cfg} stages its last tile in the ring (l), which only an unsplit \
              block-scaled config with the TMA-store epilogue and no pairs along M does; drop the \
              l, or use a config such as 256thl or 128ptel"
-        )));
-    }
-    if cfg.exit_read && !cfg.tma_epi {
-        return Err(Error::invalid(format!(
-            "config {cfg} leaves once C's last bulk stores have read shared memory (u), which only \
-             a config with the TMA-store epilogue (e, h or d) has; drop the u, or use a config \
-             such as 128otqeu"
         )));
     }
     let w = configs(p.a, p.b, p.scale, p.promote);
@@ -2115,7 +2087,6 @@ pub fn gemm_launch(
         sk_w: 0,
         ring_epi: 0,
         pdl: pdl.bits(),
-        exit_read: cfg.exit_read as i32,
     };
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
@@ -2275,7 +2246,6 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fp8Args, sk_w), 96);
         assert_eq!(std::mem::offset_of!(Fp8Args, ring_epi), 100);
         assert_eq!(std::mem::offset_of!(Fp8Args, pdl), 104);
-        assert_eq!(std::mem::offset_of!(Fp8Args, exit_read), 108);
         assert_eq!(std::mem::size_of::<Fp8Args>(), 112);
     }
 
@@ -2520,46 +2490,6 @@ mod tests {
         assert!(check_config(&p, "256tmd/k".parse().unwrap()).is_err());
         let tensor = Fp8Problem::new(8192, 8192, 8192, DType::Bf16, ScaleMode::Tensor);
         assert!(check_config(&tensor, "256md/k".parse().unwrap()).is_err());
-    }
-
-    #[test]
-    fn leaving_once_the_stores_have_read_is_a_run_time_letter_of_tma_store_configs() {
-        // ledger row 147: `u`, off in every rule until it has won two rounds
-        let p = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Block);
-        for (name, plain) in [
-            ("128otqeu/1", "128otqe/1"),
-            ("256tqhlu/1", "256tqhl/1"),
-            ("128pteu/2c", "128pte/2c"),
-            ("128ptqeu", "128ptqe"),
-        ] {
-            let c: Fp8Config = name.parse().unwrap();
-            let q: Fp8Config = plain.parse().unwrap();
-            assert_eq!(c.to_string(), name);
-            assert!(c.exit_read && !q.exit_read && c.same_kernel(&q), "{name}");
-            assert_eq!(
-                Fp8Config {
-                    exit_read: false,
-                    ..c
-                },
-                q,
-                "{name}"
-            );
-            assert!(check_config(&p, c).is_ok(), "{name}");
-        }
-        for bad in ["64x128psbu/1", "128pu", "128ptu"] {
-            let c: Fp8Config = bad.parse().unwrap();
-            assert!(check_config(&p, c).is_err(), "{bad}");
-        }
-        let dev = DeviceInfo::h100_sxm();
-        for (m, n, k) in [
-            (128, 32768, 512),
-            (128, 24576, 1536),
-            (128, 7168, 16384),
-            (4096, 7168, 16384),
-        ] {
-            let q = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
-            assert!(!choose_by(&q, &dev, Fp8Rule::Large).exit_read, "{q}");
-        }
     }
 
     #[test]

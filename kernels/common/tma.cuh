@@ -32,14 +32,6 @@ __device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const TmaMap* map
       : "memory");
 }
 
-// Asks L2 for the box at element coordinates (c0 innermost, c1) of the map's tensor, without
-// waiting and without a destination: bytes in flight from DRAM that hold no shared memory.
-__device__ __forceinline__ void tma_prefetch_l2_2d(const TmaMap* map, int c0, int c1) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(reinterpret_cast<u64>(map)),
-               "r"(c0), "r"(c1)
-               : "memory");
-}
-
 // Generic-proxy writes to shared memory (st.shared, stmatrix) become visible to the async proxy
 // (a TMA store reading them). Every writing thread executes it, then a barrier, then the store.
 __device__ __forceinline__ void fence_proxy_async_shared() {

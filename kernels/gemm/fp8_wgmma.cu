@@ -341,14 +341,6 @@ struct Fp8Args {
   // before the wait, so the weights stream while the kernel before still runs; the caller
   // promises that no earlier work on the stream writes B.
   int pdl;
-  // L2 prefetch (the `f` of a config, single CTAs; 0: none): the producer thread asks L2 for the
-  // B box of the K block `prefetch` past each one it loads within a unit (beyond the ring's
-  // first fill), and at a unit's start for the next unit's first `prefetch` blocks, so that
-  // about that many more of B's blocks are in flight from DRAM than the ring holds, in no
-  // shared memory. At M <= 128 a CTA streams B alone (A is
-  // the same few boxes for every CTA, L2 hits) and its consumers wait on full stages because the
-  // ring's bytes in flight do not cover DRAM's latency under load (ledger rows 24, 92-93, 110).
-  int prefetch;
 };
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -475,23 +467,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       if (p.pdl & 1) grid_dependency_wait();
       for (int u = u_first; u < u_end; u = u_next(u)) {
         int t, tm, tn, kb0, kb1, sp, ns;
-        // Fp8Args.prefetch (CLUSTER == 1: the pairs load B in parts): at a unit's start, the next
-        // unit's first `prefetch` blocks (a short unit: its whole tile; the registers of a second
-        // cursor would spill the producer's 40)
-        if (CLUSTER == 1 && p.prefetch > 0) {
-          const int v = u_next(u);
-          if (v < u_end) {
-            unit(v, t, tm, tn, kb0, kb1, sp, ns);
-            for (int kb = kb0; kb < min(kb1, kb0 + p.prefetch); ++kb) tma_prefetch_l2_2d(&tma_b, kb * BK, tn * BN);
-          }
-        }
         unit(u, t, tm, tn, kb0, kb1, sp, ns);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
           const u32 sa = base + s * STAGE_BYTES;
-          // and within the unit, the block `prefetch` past each one loaded (past the ring's)
-          if (CLUSTER == 1 && p.prefetch > 0 && kb + p.prefetch < kb1 && kb + p.prefetch >= kb0 + STAGES)
-            tma_prefetch_l2_2d(&tma_b, (kb + p.prefetch) * BK, tn * BN);
           if (it < early) {  // B on its way already
             tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
             load_slot(s, kb, tm, tn);

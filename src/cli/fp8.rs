@@ -94,7 +94,7 @@ pub struct Fp8ProblemArgs {
     pub unpromoted: bool,
     /// kiln's tile config, repeatable (bench: each timed in turn with the others and cuBLASLt,
     /// launch by launch; verify: each checked, `all` for every compiled one):
-    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][f][/S][a|w|c]` (128, 160, 128p for the pipelined promotion,
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][/S][a|w|c]` (128, 160, 128p for the pipelined promotion,
     /// r for A's fragments from registers (256prtmh: lost, not compiled now),
     /// s for the block scales through shared memory, 176se and C through the TMA-store
     /// epilogue (h: one staging buffer a consumer, a stage more: 256tmh; d: deferred under the
@@ -102,7 +102,6 @@ pub struct Fp8ProblemArgs {
     /// (128otbe: by one bulk copy, no map; 128otqe: both scales by bulk copies, no copier warp), 128ote the consumers taking turns to issue K
     /// blocks, m for pairs of CTAs along M multicasting B (128ptme), n along N multicasting A,
     /// l for a CTA's last tile staged in the ring (256thl),
-    /// f for B's blocks a ring ahead asked of L2 (128otqef: single CTAs),
     /// 64x128ps the
     /// 64-row tile, /S for S split-K slices (/k: stream-K, the last wave's tiles shared out by K
     /// block), a, w or c to reduce them atomically, through slots or in a cluster's shared
@@ -263,18 +262,32 @@ fn verify_at(env: &Env, a: &Fp8VerifyArgs) -> Result<ExitCode> {
                 data: Data::Signed,
             };
             for o in verify_gemm_seeded(&ctx, &case, a.vendor, seed)? {
-                landing.say(|| {
-                    let (e, b) = (o.rel_error, o.bound);
-                    format!(
-                        "{} {}: {e:.2e} (bound {b:.0e}) {}",
-                        o.check, o.label, o.message
-                    )
-                });
+                landing.say(|| check_line(&o, p));
                 outcomes.push(o);
             }
         }
     }
     print_outcomes(env, &ctx.info, &outcomes)
+}
+
+/// One check's progress line (`fp8 verify`): each error beside the bound it is judged against. A GEMM check's
+/// `bound` is on the error beyond the output's rounding, not on the error against the exact
+/// product (which has the output type's own bound): the two side by side read as a failure
+/// that passed (`1.67e-3 (bound 1e-3) ok` for a bf16 C).
+fn check_line(o: &Outcome, p: &Fp8Problem) -> String {
+    let rounded = o.rel_error_rounded();
+    let errors = if rounded.is_finite() {
+        format!(
+            "{rounded:.2e} beyond the output's rounding (bound {:.0e}), {:.2e} against the exact \
+             product (bound {:.0e})",
+            o.bound,
+            o.rel_error,
+            kiln::harness::fp8::exact_bound(p)
+        )
+    } else {
+        format!("{:.2e} (bound {:.0e})", o.rel_error, o.bound)
+    };
+    format!("{} {}: {errors} {}", o.check, o.label, o.message)
 }
 
 /// The problems a bench request names, validated before any GPU is touched.
@@ -399,4 +412,34 @@ fn check(env: &Env, a: &super::args::ArchArgs) -> Result<ExitCode> {
         .map(|(version, spec)| ("fp8", version, spec))
         .collect();
     super::check::check_listed(env, items, "fp8 check")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln::harness::outcome::Extra;
+
+    #[test]
+    fn the_progress_line_pairs_each_error_with_its_own_bound() {
+        // 2026-11-30 evening: `1.67e-3 (bound 1e-3) ok` printed the error against the exact
+        // product beside the bound on the error beyond the output's rounding
+        let p = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Block);
+        let mut o = Outcome::new("gemm", p.to_string(), 1, 1e-3, Extra::FP8);
+        o.rel_error = 1.67e-3;
+        o.set_fp8(6.5e-4, None);
+        o.message = "ok".into();
+        let line = check_line(&o, &p);
+        assert!(
+            line.contains("6.50e-4 beyond the output's rounding (bound 1e-3)"),
+            "{line}"
+        );
+        assert!(
+            line.contains("1.67e-3 against the exact product (bound 4e-3)"),
+            "{line}"
+        );
+        // a check with no error beyond rounding (the promotion check) keeps one pair
+        let mut q = Outcome::new("promotion", "x".into(), 1, 1e-3, Extra::FP8);
+        q.rel_error = 5.5e-4;
+        assert!(check_line(&q, &p).contains("5.50e-4 (bound 1e-3)"));
+    }
 }

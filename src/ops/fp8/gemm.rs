@@ -106,11 +106,6 @@ pub struct Fp8Config {
     /// staging buffers (`l`, `Fp8Args.ring_epi`, run time; ledger row 25).
     #[serde(default)]
     pub ring_epi: bool,
-    /// Single CTAs: the producer asks L2 for B's boxes a ring ahead of its loads, and for the
-    /// next unit's first ring of them at a unit's start (`f`, `Fp8Args.prefetch` = the stages,
-    /// run time; ledger row 111): bytes in flight from DRAM past the ring's, in no shared memory.
-    #[serde(default)]
-    pub prefetch: bool,
     pub splits: u32,
     /// Stream-K (`/k`, run time): the tiles past the last whole wave of the SMs shared out by K
     /// block, one equal run per cluster ([`stream_layout`]), summed atomically; `splits` unused.
@@ -161,7 +156,6 @@ impl Fp8Config {
             one_buffer: false,
             deferred: false,
             ring_epi: false,
-            prefetch: false,
             splits: 0,
             stream: false,
             reduce: None,
@@ -593,9 +587,6 @@ impl std::fmt::Display for Fp8Config {
         if self.ring_epi {
             f.write_str("l")?;
         }
-        if self.prefetch {
-            f.write_str("f")?;
-        }
         if self.stream {
             f.write_str("/k")?;
         } else if self.splits > 0 {
@@ -612,7 +603,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][f][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -626,14 +617,13 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][f][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA; b: by one bulk copy; q: both scales by bulk copies), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
-                 next tile, 256md), l for the last tile staged in the ring, f for B's blocks a \
-                 ring ahead asked of L2 (single CTAs), 64x for the 64-row \
+                 next tile, 256md), l for the last tile staged in the ring, 64x for the 64-row \
                  tile, /S for S split-K slices (/k: stream-K), a, w or c to reduce them atomically, \
                  through slots or in a cluster's shared memory (64x128ps/7a, 64x128ps/4c, 128pte/k)"
             ))
@@ -655,10 +645,6 @@ impl std::str::FromStr for Fp8Config {
         let (bm, head) = match head.split_once('x') {
             Some((r, rest)) => (r.parse::<u32>().map_err(|_| bad())?, rest),
             None => (128, head),
-        };
-        let (head, prefetch) = match head.strip_suffix('f') {
-            Some(h) => (h, true),
-            None => (head, false),
         };
         let (head, ring_epi) = match head.strip_suffix('l') {
             Some(h) => (h, true),
@@ -721,7 +707,6 @@ impl std::str::FromStr for Fp8Config {
             one_buffer,
             deferred,
             ring_epi,
-            prefetch,
             splits,
             stream,
             reduce,
@@ -1915,9 +1900,6 @@ pub struct Fp8Args {
     /// Programmatic dependent launch ([`Fp8Pdl::bits`]): bit 0 wait for the grid before, bit 1
     /// B's first stages before that wait; 0 when launched plainly.
     pub pdl: i32,
-    /// Ring iterations ahead of its loads at which the producer asks L2 for B's box
-    /// ([`Fp8Config::prefetch`]: the stages; single CTAs), else 0.
-    pub prefetch: i32,
 }
 
 /// The device buffers of one FP8 GEMM: A [M, K] and B [N, K] codes, their scales, C.
@@ -2004,12 +1986,6 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
             "config {cfg} stages its last tile in the ring (l), which only an unsplit \
              block-scaled config with the TMA-store epilogue and no pairs along M does; drop the \
              l, or use a config such as 256thl or 128ptel"
-        )));
-    }
-    if cfg.prefetch && cfg.ctas() > 1 {
-        return Err(Error::invalid(format!(
-            "config {cfg} asks L2 for B's blocks ahead (f), which only single CTAs do (pairs \
-             load B in parts); drop the f, or use a config such as 128otqef/1"
         )));
     }
     let w = configs(p.a, p.b, p.scale, p.promote);
@@ -2111,12 +2087,6 @@ pub fn gemm_launch(
         sk_w: 0,
         ring_epi: 0,
         pdl: pdl.bits(),
-        // `f`: a ring ahead (the pairs load B in parts, multicast: none)
-        prefetch: if cfg.prefetch && cfg.ctas() == 1 {
-            cfg.stages() as i32
-        } else {
-            0
-        },
     };
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
@@ -2276,7 +2246,6 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Fp8Args, sk_w), 96);
         assert_eq!(std::mem::offset_of!(Fp8Args, ring_epi), 100);
         assert_eq!(std::mem::offset_of!(Fp8Args, pdl), 104);
-        assert_eq!(std::mem::offset_of!(Fp8Args, prefetch), 108);
         assert_eq!(std::mem::size_of::<Fp8Args>(), 112);
     }
 
@@ -2639,49 +2608,6 @@ mod tests {
         let h: Fp8Config = "128pth".parse().unwrap();
         assert_eq!(block.iter().filter(|x| x.same_kernel(&h)).count(), 0);
         assert!(block.iter().all(|x| x.bn != 128 || !x.one_buffer));
-    }
-
-    #[test]
-    fn the_l2_prefetch_letter_is_run_time_and_single_cta_only() {
-        // ledger row 111: `f` asks L2 for B's boxes a ring ahead, on any single-CTA kernel (a
-        // run-time field: no variant), off in every rule until it has won two rounds
-        let p = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Block);
-        for (name, plain) in [
-            ("128otqef/1", "128otqe/1"),
-            ("256tqhlf/1", "256tqhl/1"),
-            ("128ptef/2c", "128pte/2c"),
-            ("64x128psbf/1", "64x128psb/1"),
-        ] {
-            let c: Fp8Config = name.parse().unwrap();
-            let q: Fp8Config = plain.parse().unwrap();
-            assert_eq!(c.to_string(), name);
-            assert!(c.prefetch && !q.prefetch && c.same_kernel(&q), "{name}");
-            assert_eq!(
-                Fp8Config {
-                    prefetch: false,
-                    ..c
-                },
-                q,
-                "{name}"
-            );
-            assert!(
-                check_config(&p, c).is_ok(),
-                "{name}: {:?}",
-                check_config(&p, c)
-            );
-        }
-        let pair: Fp8Config = "128ptmef".parse().unwrap();
-        assert!(check_config(&p, pair).is_err());
-        let dev = DeviceInfo::h100_sxm();
-        for (m, n, k) in [
-            (128, 32768, 512),
-            (128, 24576, 1536),
-            (128, 7168, 16384),
-            (64, 32768, 512),
-        ] {
-            let q = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
-            assert!(!choose_by(&q, &dev, Fp8Rule::Large).prefetch, "{q}");
-        }
     }
 
     #[test]

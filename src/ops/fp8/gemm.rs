@@ -791,6 +791,12 @@ pub fn configs(
             .tma_store(),
         Fp8Config::wide_pair(256, false),
         Fp8Config::wide_pair(256, false).deferred_epilogue(),
+        // 2026-11-30 night (ledger row 150): the 128 x 192 tile in pairs, its epilogue deferred
+        // (`192tmd`): each consumer's 64 x 192 one drained m64n192 batch a K block where `256tmd`
+        // runs two halves of m64n128 (A read twice, two drains), as `192md` beat `256md` with
+        // tensor scales (row 120); at 4096x24576x1536 its busiest pair has `256tmd`'s outputs, at
+        // 4096x32768x512 1.6 % fewer. By name only.
+        Fp8Config::wide_pair(192, false).deferred_epilogue(),
         // ledger rows 24-25: the 128 x 256 tile in single CTAs, one tile a CTA at 64 < M <= 128
         // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
         // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
@@ -821,13 +827,17 @@ pub fn configs(
     ];
     // unpromoted, since 2026-11-30 also the 192 x 192 tile of three consumers (`192x192md`: the
     // tile cuBLASLt runs at 6144^3), in pairs along M, its epilogue deferred; a knob-free name,
-    // no rule takes it until it is timed
+    // no rule takes it until it is timed; since 2026-11-30 night (ledger row 151) the promoted
+    // `192md`'s tile with fast accumulation (`192md` unpromoted: two consumers of 64 x 192, one
+    // 96-register accumulator over the whole K, 232 registers a consumer where `192x192md`'s
+    // three have 160), by name only
     const TENSOR_FAST: &[Fp8Config] = &[
         Fp8Config::new(128, false),
         Fp8Config::new(256, false),
         Fp8Config::wide_pair_tensor(256),
         Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
         Fp8Config::three_consumers(192),
+        Fp8Config::wide_pair_tensor(192).deferred_epilogue(),
     ];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
@@ -2688,11 +2698,14 @@ mod tests {
     fn the_128_by_192_block_tile_lost_and_is_not_compiled() {
         // ledger rows 40, 70 and 91: `192othl/1` (and `192otbhl/1`) lost to the 128 x 256 tile at
         // 128x24576x1536 in four rounds; the kernel keeps the code (192-wide B-scale picks), the
-        // list no variant of it; the 192 x 192 tile of tensor scales is another kernel
+        // list no variant of it; the 192 x 192 tile of tensor scales is another kernel, and so is
+        // the large-M pair tile with its epilogue deferred (`192tmd`, ledger row 150)
         let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
         let narrow: Fp8Config = "192th".parse().unwrap();
         assert_eq!(block.iter().filter(|x| x.same_kernel(&narrow)).count(), 0);
-        assert!(block.iter().all(|x| x.bm != 128 || x.bn != 192));
+        assert!(block
+            .iter()
+            .all(|x| x.bm != 128 || x.bn != 192 || (x.ctas_m() == 2 && x.deferred)));
         let fast = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Tensor, false);
         assert!(fast.iter().any(|x| x.bm == 192 && x.bn == 192));
         // the large rule's one-tile config where it fills the SMs, 256 wide
@@ -2825,6 +2838,53 @@ mod tests {
         let wide = large_wide_tensor(false);
         assert_eq!(busiest(&c, 6144), busiest(&wide, 6144));
         assert!(busiest(&c, 8192) > busiest(&wide, 8192));
+    }
+
+    #[test]
+    fn the_192_wide_pair_tiles_of_the_night_are_compiled_by_name_and_no_rule_takes_them() {
+        // ledger rows 150-151 (2026-11-30 night): `192tmd` with block scales (five stages of
+        // 40 KB and a 640-byte slot, one staging buffer a consumer) and `192md` with fast
+        // accumulation (`192md`'s four stages and two buffers a consumer); neither takes slices
+        let block: Fp8Config = "192tmd".parse().unwrap();
+        assert_eq!(block, Fp8Config::wide_pair(192, false).deferred_epilogue());
+        assert_eq!(block.to_string(), "192tmd");
+        assert_eq!(
+            (
+                block.stages(),
+                block.parts(),
+                block.max_splits(),
+                block.c_bytes(),
+                block.smem_bytes()
+            ),
+            (5, 1, 1, 2 * 8192, 1024 + 5 * (40_960 + 16 + 640) + 2 * 8192)
+        );
+        assert!(block.smem_bytes() <= SMEM_BUDGET);
+        let fast: Fp8Config = "192md".parse().unwrap();
+        assert_eq!(fast, promoted_192());
+        let dev = h200();
+        let ds = |m, n, k| Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+        let cube = |n| Fp8Problem {
+            promote: false,
+            ..Fp8Problem::new(n, n, n, DType::Bf16, ScaleMode::Tensor)
+        };
+        assert!(check_config(&ds(4096, 24576, 1536), block).is_ok());
+        assert!(check_config(&ds(4096, 24576, 1536), Fp8Config { splits: 2, ..block }).is_err());
+        assert!(check_config(&cube(6144), fast).is_ok());
+        assert!(check_config(&cube(6144), block).is_err());
+        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
+            for rule in [
+                Fp8Rule::Large,
+                Fp8Rule::Measured,
+                Fp8Rule::Waves,
+                Fp8Rule::Fill,
+            ] {
+                let c = choose_by(&ds(m, n, k), &dev, rule);
+                assert!(!c.same_kernel(&block), "{m}x{n}x{k} {rule:?}");
+            }
+        }
+        for n in [4096, 6144, 8192] {
+            assert!(!choose_by(&cube(n), &dev, Fp8Rule::Large).same_kernel(&fast));
+        }
     }
 
     #[test]
@@ -3000,14 +3060,16 @@ mod tests {
         // (102 since ledger row 40's `192th`: one block kernel, three outputs; 105 since row
         // 61's `256tmd/k`; 108 with row 51's `256pth`; 102 since rows 70 and 82 dropped both;
         // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
-        // promoted `192md`, 102 since row 110 dropped `128pth`)
-        assert!(v.len() <= 102, "{} variants", v.len());
+        // promoted `192md`, 102 since row 110 dropped `128pth`, 108 with rows 150-151's `192tmd`
+        // and fast-accumulation `192md`)
+        assert!(v.len() <= 108, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
-        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 15
-        // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
-        // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110);
-        // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 5 + 2 + 15) * 3 + 3 * 2 * 3);
+        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192md` beside 128 and 256), row
+        // unpromoted 2, block 16
+        // kernels (17 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
+        // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped,
+        // row 110; `192tmd`, row 150); e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 16) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -3464,7 +3526,8 @@ mod tests {
             ..cube(8192)
         };
         assert!(!promoted_192_fills(&fast8, &dev));
-        assert!(check_config(&cube(8192), p192).is_ok() && check_config(&fast8, p192).is_err());
+        // (compiled unpromoted too since ledger row 151: the same name with fast accumulation)
+        assert!(check_config(&cube(8192), p192).is_ok() && check_config(&fast8, p192).is_ok());
         let expected = if LARGE_PROMOTED_192 {
             p192
         } else {

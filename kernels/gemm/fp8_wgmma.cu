@@ -222,14 +222,10 @@ constexpr int DCH = PROMOTE ? C_NCH : EPI_BUFS == 1 ? C_NCH - 1 : C_NCH / 2;
 // one part: each consumer's 64 x 192 is one drained m64n192 batch a K block (fin 96 and a
 // 96-register accumulator, no half re-reading A), its three chunks' 48 pair registers sent under
 // the next tile's first batch while fin is dead.
-// The block-scaled 128 x 192 tile in pairs (`192tmd`, 2026-11-30 night) the same: one drained
-// m64n192 batch a K block where `256tmd` runs two halves, the block scales' products applied as
-// any straddling tile's (a 192-wide tile starts 0 or 64 columns into a B block), one staging
-// buffer a consumer beside the slots (five 41 KB stages).
 static_assert(KILN_TMAE != 3 || (!PROMOTE && SCALE == 0) || (PROMOTE && !PIPE && PARTS == 2) ||
-                  (PROMOTE && !PIPE && (SCALE == 0 || SCALE == 2) && PARTS == 1 && WN == 192 && NCONS == 2),
+                  (PROMOTE && !PIPE && SCALE == 0 && PARTS == 1 && WN == 192 && NCONS == 2),
               "KILN_TMAE = 3 defers the epilogue of the unpromoted tensor-scale kernel, of the drained "
-              "halves of the 128 x 256 tile or of the promoted 128 x 192 tile (tensor or block scales)");
+              "halves of the 128 x 256 tile or of the promoted tensor-scale 128 x 192 tile");
 constexpr u32 C_BYTES = TMA_EPI ? NCONS * EPI_BUFS * Epi::CHUNK_BYTES : 0;
 // Named barriers: 1 to NCONS are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 7 the
 // split-K hand-off of both, TURN + c consumer c's turn to issue a K block (Fp8Args.order: its

@@ -1376,9 +1376,10 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     .then(|| {
         if LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
             Fp8Config::three_consumers(192)
-        } else if LARGE_PROMOTED_192 && promoted_192_fills(p, dev) {
-            promoted_192()
-        } else if LARGE_FAST_192 && fast_192_fills(p, dev) {
+        } else if (LARGE_PROMOTED_192 && promoted_192_fills(p, dev))
+            || (LARGE_FAST_192 && fast_192_fills(p, dev))
+        {
+            // (the same name promoted and unpromoted)
             promoted_192()
         } else {
             wide
@@ -3489,9 +3490,9 @@ mod tests {
                 // `192md` unpromoted at 8192^3)
                 let expected = if LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
                     Fp8Config::three_consumers(192)
-                } else if LARGE_PROMOTED_192 && promoted_192_fills(&p, &dev) {
-                    promoted_192()
-                } else if LARGE_FAST_192 && fast_192_fills(&p, &dev) {
+                } else if (LARGE_PROMOTED_192 && promoted_192_fills(&p, &dev))
+                    || (LARGE_FAST_192 && fast_192_fills(&p, &dev))
+                {
                     promoted_192()
                 } else {
                     large_wide_tensor(promote)

@@ -776,9 +776,6 @@ pub fn configs(
             .tma_store(),
         Fp8Config::wide_pair(256, false),
         Fp8Config::wide_pair(256, false).deferred_epilogue(),
-        // (ledger row 150's `192tmd`, the 128 x 192 tile in pairs with its epilogue deferred, one
-        // drained m64n192 batch a K block: 0.72-0.83x cuBLASLt against `256tmd`'s 1.03x at
-        // 4096x24576x1536 and 4096x7168x16384, dropped 2026-11-30 night)
         // ledger rows 24-25: the 128 x 256 tile in single CTAs, one tile a CTA at 64 < M <= 128
         // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
         // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
@@ -809,17 +806,13 @@ pub fn configs(
     ];
     // unpromoted, since 2026-11-30 also the 192 x 192 tile of three consumers (`192x192md`: the
     // tile cuBLASLt runs at 6144^3), in pairs along M, its epilogue deferred; a knob-free name,
-    // no rule takes it until it is timed; since 2026-11-30 night (ledger row 151) the promoted
-    // `192md`'s tile with fast accumulation (`192md` unpromoted: two consumers of 64 x 192, one
-    // 96-register accumulator over the whole K, 232 registers a consumer where `192x192md`'s
-    // three have 160), by name only
+    // no rule takes it until it is timed
     const TENSOR_FAST: &[Fp8Config] = &[
         Fp8Config::new(128, false),
         Fp8Config::new(256, false),
         Fp8Config::wide_pair_tensor(256),
         Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
         Fp8Config::three_consumers(192),
-        Fp8Config::wide_pair_tensor(192).deferred_epilogue(),
     ];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
@@ -1361,38 +1354,12 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     .then(|| {
         if LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
             Fp8Config::three_consumers(192)
-        } else if (LARGE_PROMOTED_192 && promoted_192_fills(p, dev))
-            || (LARGE_FAST_192 && fast_192_fills(p, dev))
-        {
-            // (the same name promoted and unpromoted)
+        } else if LARGE_PROMOTED_192 && promoted_192_fills(p, dev) {
             promoted_192()
         } else {
             wide
         }
     })
-}
-
-/// Whether the large rule takes the 128 x 192 pair tile with fast accumulation (`192md`
-/// unpromoted, ledger row 151) where [`fast_192_fills`] says it may: off until it beats the
-/// rule's tile beyond the spread in two rounds.
-pub const LARGE_FAST_192: bool = false;
-
-/// Where the unpromoted `192md` gives the busiest pair fewer outputs than `256md` (8192^3: 21
-/// tiles of 24,576 against 16 of 32,768, 1.6 % fewer; not 6144^3, the same, where
-/// `192x192md` runs), is compiled, fits, and its pairs tile C whole.
-pub fn fast_192_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
-    let narrow = promoted_192();
-    let wide = large_wide_tensor(false);
-    let sms = dev.sm_count.max(1) as u64;
-    let outputs = |c: &Fp8Config| tiles(p, c).div_ceil(sms) * (c.bm * c.bn) as u64;
-    let compiled = configs(p.a, p.b, p.scale, p.promote)
-        .iter()
-        .any(|c| c.same_kernel(&narrow));
-    compiled
-        && !p.promote
-        && p.m.div_ceil(128).is_multiple_of(2)
-        && outputs(&narrow) < outputs(&wide)
-        && dev.check_smem(narrow.smem_bytes()).is_ok()
 }
 
 /// Whether the large rule takes the promoted 128 x 192 tile (`192md`, ledger row 120) where
@@ -2647,9 +2614,7 @@ mod tests {
     fn the_128_by_192_block_tile_lost_and_is_not_compiled() {
         // ledger rows 40, 70 and 91: `192othl/1` (and `192otbhl/1`) lost to the 128 x 256 tile at
         // 128x24576x1536 in four rounds; the kernel keeps the code (192-wide B-scale picks), the
-        // list no variant of it; the 192 x 192 tile of tensor scales is another kernel (and the
-        // large-M pair tile with its epilogue deferred, `192tmd`, lost by 20-31 % in ledger row
-        // 150 and was dropped the same night)
+        // list no variant of it; the 192 x 192 tile of tensor scales is another kernel
         let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
         let narrow: Fp8Config = "192th".parse().unwrap();
         assert_eq!(block.iter().filter(|x| x.same_kernel(&narrow)).count(), 0);
@@ -2772,14 +2737,9 @@ mod tests {
             false => large_wide_tensor(false),
         };
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), expected);
-        // (with LARGE_FAST_192, the unpromoted `192md` at 8192^3: ledger row 151)
         assert_eq!(
             choose_by(&cube(8192), &dev, Fp8Rule::Large),
-            if LARGE_FAST_192 {
-                promoted_192()
-            } else {
-                large_wide_tensor(false)
-            }
+            large_wide_tensor(false)
         );
         // the same work a CTA as the 128 x 256 pairs at 6144^3 (8 tiles against 9, both 97 % of
         // the last wave), 5.5 % more at 8192^3 (15 of 192 x 192 against 16 of 128 x 256)
@@ -2791,45 +2751,6 @@ mod tests {
         let wide = large_wide_tensor(false);
         assert_eq!(busiest(&c, 6144), busiest(&wide, 6144));
         assert!(busiest(&c, 8192) > busiest(&wide, 8192));
-    }
-
-    #[test]
-    fn the_fast_accumulation_192_pair_tile_is_compiled_by_name_and_the_rule_hook_is_off() {
-        // ledger row 151 (2026-11-30 night): `192md` with fast accumulation (`192md`'s four
-        // stages and two staging buffers a consumer, no slices); the large rule takes it only
-        // with LARGE_FAST_192, where its busiest pair has fewer outputs than `256md`'s (8192^3)
-        let fast: Fp8Config = "192md".parse().unwrap();
-        assert_eq!(fast, promoted_192());
-        assert_eq!(
-            (fast.stages(), fast.c_bytes(), fast.max_splits()),
-            (4, 2 * 2 * 8192, 1)
-        );
-        let dev = h200();
-        let cube = |n| Fp8Problem {
-            promote: false,
-            ..Fp8Problem::new(n, n, n, DType::Bf16, ScaleMode::Tensor)
-        };
-        assert!(check_config(&cube(6144), fast).is_ok());
-        assert!(check_config(&cube(6144), Fp8Config { splits: 2, ..fast }).is_err());
-        let fast_fills: Vec<bool> = [4096, 6144, 8192]
-            .iter()
-            .map(|&n| fast_192_fills(&cube(n), &dev))
-            .collect();
-        assert_eq!(fast_fills, [false, false, true]);
-        assert!(!fast_192_fills(
-            &Fp8Problem {
-                promote: true,
-                ..cube(8192)
-            },
-            &dev
-        ));
-        assert_eq!(
-            choose_by(&cube(8192), &dev, Fp8Rule::Large).same_kernel(&fast),
-            LARGE_FAST_192
-        );
-        for n in [4096, 6144] {
-            assert!(!choose_by(&cube(n), &dev, Fp8Rule::Large).same_kernel(&fast));
-        }
     }
 
     #[test]
@@ -3005,16 +2926,14 @@ mod tests {
         // (102 since ledger row 40's `192th`: one block kernel, three outputs; 105 since row
         // 61's `256tmd/k`; 108 with row 51's `256pth`; 102 since rows 70 and 82 dropped both;
         // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
-        // promoted `192md`, 102 since row 110 dropped `128pth`, 105 with row 151's
-        // fast-accumulation `192md`; row 150's `192tmd` came and went the same night)
-        assert!(v.len() <= 105, "{} variants", v.len());
+        // promoted `192md`, 102 since row 110 dropped `128pth`)
+        assert!(v.len() <= 102, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
-        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192md` beside 128 and 256), row
-        // unpromoted 2, block 15
+        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 15
         // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
-        // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped,
-        // row 110); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3);
+        // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110);
+        // e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (4 + 2 + 5 + 2 + 15) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -3412,13 +3331,10 @@ mod tests {
             for (m, n, k) in [(4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192)] {
                 let p = t(m, n, k);
                 // (with LARGE_THREE_CONSUMERS, `192x192md` at 6144^3 unpromoted; with
-                // LARGE_PROMOTED_192, `192md` promoted at 6144^3 and 8192^3; with LARGE_FAST_192,
-                // `192md` unpromoted at 8192^3)
+                // LARGE_PROMOTED_192, `192md` promoted at 6144^3 and 8192^3)
                 let expected = if LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
                     Fp8Config::three_consumers(192)
-                } else if (LARGE_PROMOTED_192 && promoted_192_fills(&p, &dev))
-                    || (LARGE_FAST_192 && fast_192_fills(&p, &dev))
-                {
+                } else if LARGE_PROMOTED_192 && promoted_192_fills(&p, &dev) {
                     promoted_192()
                 } else {
                     large_wide_tensor(promote)
@@ -3474,8 +3390,7 @@ mod tests {
             ..cube(8192)
         };
         assert!(!promoted_192_fills(&fast8, &dev));
-        // (compiled unpromoted too since ledger row 151: the same name with fast accumulation)
-        assert!(check_config(&cube(8192), p192).is_ok() && check_config(&fast8, p192).is_ok());
+        assert!(check_config(&cube(8192), p192).is_ok() && check_config(&fast8, p192).is_err());
         let expected = if LARGE_PROMOTED_192 {
             p192
         } else {

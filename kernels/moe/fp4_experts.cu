@@ -253,41 +253,6 @@ __device__ __forceinline__ void fp4_fence_fragments(u32 (&a)[MB][4][4]) {
 // 256-token tile: docs/moe.md, ledger F130, eliminated).
 constexpr bool kTwoInFlight = MB * TT / 2 <= 32;
 
-// KILN_FP4_TURNS (`KILN_FP4_PINGPONG=1`, the tiles of one batch in flight: the SwiGLU's 64- and
-// 128-token tiles, the GEMM's 256-token one): the two consumers issue their batches in turn,
-// consumer 1 a stage's after consumer 0's and consumer 0 the next stage's after consumer 1's,
-// by two named barriers. Both wait for the same full stage, so they otherwise issue together
-// and their wgmmas interleave in the tensor pipe: both batches end near the same time and
-// both consumers then wait, release, fence and issue while the pipe has nothing queued. In
-// turn, consumer 0's batch ends half a stage of tensor work before consumer 1's, and its next
-// is queued behind consumer 1's. The early profile of the 256-token GEMM tile (H200, main
-// af21714, one expert of 300 rows) had ~1.8 k cycles a stage for 1,024 of tensor work, its
-// consumers' most stalls at the batch's wait (`DEPBAR gsb0, 0x0`, 15 %), not at full stages
-// (docs/moe.md, ledger F162). Each arrival is consumed before its consumer arrives again (a
-// consumer's next pass follows its wait on the other's pass), and consumer 0 consumes consumer
-// 1's last pass after its last tile, so no barrier holds an arrival at exit.
-#if !defined(KILN_FP4_TURNS)
-#define KILN_FP4_TURNS 0
-#endif
-static_assert(!KILN_FP4_TURNS || (!kTwoInFlight && !kMmaSync), "KILN_FP4_TURNS is the tiles of one batch in flight");
-constexpr bool kTurns = KILN_FP4_TURNS;
-constexpr u32 TURN_BAR0 = 2, TURN_BAR1 = 3;  // consumer 0's issues passed; consumer 1's
-
-// Before the issue of ring iteration `it`'s batch (with one batch in flight the stage issued
-// is the ring's iteration): consumer 1 waits for consumer 0's issue of it, consumer 0 for
-// consumer 1's of it - 1 (none before its first).
-__device__ __forceinline__ void fp4_turn_wait(int c, u32 it) {
-  if constexpr (kTurns) {
-    if (c == 1) named_barrier_sync(TURN_BAR0, 256);
-    else if (it > 0) named_barrier_sync(TURN_BAR1, 256);
-  }
-}
-
-// After the issue: the other consumer may issue.
-__device__ __forceinline__ void fp4_turn_pass(int c) {
-  if constexpr (kTurns) named_barrier_arrive(c == 0 ? TURN_BAR0 : TURN_BAR1, 256);
-}
-
 // Waits for ring iteration `it` and returns its stage, which every lane computes alike; with
 // two batches in flight the shuffle tells ptxas so. Without it, that loop keeps the stage in
 // vector registers and builds each wgmma descriptor there (16 R2UR and their arithmetic per
@@ -360,17 +325,11 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
   int s0 = fp4_wait_stage(x, it), s1 = 0;
   fp4_dequant(x, s0, a0);
   if constexpr (PEEL) {
-    fp4_turn_wait(x.c, it);
     fp4_issue<N>(x, acc, a0, s0, true);
-    fp4_turn_pass(x.c);
     issued();
   }
   for (int kb = 0; PEEL || kb < x.katoms; kb += 2) {
-    if constexpr (!PEEL) {
-      fp4_turn_wait(x.c, it);
-      fp4_issue<N>(x, acc, a0, s0, kb == 0);
-      fp4_turn_pass(x.c);
-    }
+    if constexpr (!PEEL) fp4_issue<N>(x, acc, a0, s0, kb == 0);
     if (kTwoInFlight && kb > 0) {
       fp4_retire<N, PENDING>(x, acc, a1, s1);
       ++it;
@@ -384,9 +343,7 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
       ++it;
     }
     if (kb + 1 >= x.katoms) break;
-    fp4_turn_wait(x.c, it);
     fp4_issue<N>(x, acc, a1, s1, false);
-    fp4_turn_pass(x.c);
     if (kTwoInFlight) {
       fp4_retire<N, PENDING>(x, acc, a0, s0);
       ++it;
@@ -401,9 +358,7 @@ __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][T
     }
     if constexpr (PEEL) {
       if (kb + 2 >= x.katoms) break;
-      fp4_turn_wait(x.c, it);
       fp4_issue<N>(x, acc, a0, s0, false);
-      fp4_turn_pass(x.c);
     }
   }
   // Every path above has waited for the last batch, but ptxas cannot tell on the loop's own
@@ -675,7 +630,5 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           }
         }
         if constexpr (EPI == 2) fp4_flush(p, x.t, done);  // the last tile's
-        // KILN_FP4_TURNS: consumer 1's pass after its last issue
-        if (kTurns && c == 0 && it > 0) named_barrier_sync(TURN_BAR1, 256);
       });
 }

@@ -516,18 +516,6 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_pdl, false, bit),
     },
     Knob {
-        name: "KILN_FP4_PINGPONG",
-        takes: || {
-            "0 or 1 (1: the two consumers of the 4-bit experts' tiles of one wgmma batch in \
-             flight, the SwiGLU's 64- and 128-token tiles and the grouped GEMM's 256-token one, \
-             issue their batches in turn)"
-                .into()
-        },
-        default: "0",
-        set: |o, v| put(&mut o.moe.fp4_pingpong, or(v, false, flag)),
-        show: |o| unless(o.moe.fp4_pingpong, false, bit),
-    },
-    Knob {
         name: "KILN_FP4_PREFETCH",
         takes: || {
             "0 to 32 (stages ahead of its fill that the 4-bit decode tiles' producer asks L2 \

@@ -389,12 +389,6 @@ pub struct MoeOverrides {
     /// 8 stages in the ring instead of 5; docs/moe.md, ledger F111). Default 128 until the
     /// device shows 256 faster in two rounds.
     pub fp4_gcols: u32,
-    /// `KILN_FP4_PINGPONG` (0 or 1): 1 has the two consumers of the 4-bit experts' tiles of one
-    /// wgmma batch in flight (the SwiGLU's 64- and 128-token tiles, the grouped GEMM's 256-token
-    /// one) issue their batches in turn, by two named barriers, so that one's batch is queued
-    /// in the tensor pipe while the other waits for its own (docs/moe.md, ledger F162). Default
-    /// 0 until the device shows 1 faster in two rounds.
-    pub fp4_pingpong: bool,
     /// `KILN_W4A8_SX` (`ldg` or `tma`): the W4A8 experts' X scales loaded by each consumer from
     /// global memory one K block ahead, or staged by the producer's TMA beside each K block's X
     /// tile (no global load before the fence that precedes each step's barrier). Default `tma`
@@ -475,7 +469,6 @@ impl MoeOverrides {
         fp4_epi: 1,
         fp4_xtile: 2,
         fp4_gcols: 128,
-        fp4_pingpong: false,
         w4a8_sx_staged: true,
         w4a8_decode: W4a8Decode::Consumers,
         w4a8_beside: false,

@@ -359,15 +359,6 @@ impl Fp4Tile {
         v
     }
 
-    /// Whether a consumer of this tile keeps one wgmma batch in flight (the kernel's
-    /// `kTwoInFlight` false: more than 32 accumulators a thread), where `KILN_FP4_PINGPONG` has
-    /// the two consumers issue in turn: the SwiGLU's 64- and 128-token tiles, the GEMM's
-    /// 256-token one (and its 128-token tile of 256 columns).
-    pub fn one_batch(self, swiglu: bool) -> bool {
-        let atoms = if swiglu { 2 } else { self.cols / TILE_N as u32 };
-        self.path == Fp4Path::Rs && atoms * self.tt / 2 > 32
-    }
-
     /// The decode tiles of 8 and 16 tokens on the register path: their X of a stage is one box,
     /// so the producer may bring a block's atoms of several stages in one copy (`KILN_FP4_RUN`),
     /// and they split a last wave in K (`KILN_FP4_TAIL`; the wider tiles under `KILN_FP4_FILL`).
@@ -923,11 +914,6 @@ impl Fp4Experts {
         if !ctx.overrides.moe.fp4_shift {
             spec = spec.define("KILN_FP4_ROT", 1); // the old decode, compiled when asked for
         }
-        // KILN_FP4_PINGPONG=1: the two consumers of a tile of one batch in flight issue in turn
-        // (compiled when asked for)
-        if o.fp4_pingpong && tile.one_batch(swiglu) {
-            spec = spec.define("KILN_FP4_TURNS", 1);
-        }
         // KILN_FP4_MMA=sync: the 8-token tile's warps on mma.sync (compiled when asked for)
         if ctx.overrides.moe.fp4_mma_sync && tile.tt == 8 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_MMA", 1);
@@ -1311,54 +1297,6 @@ mod tests {
         assert_eq!(epi_define(2, Fp4Tile::prefill(true), 4), Some(1));
         assert_eq!(xtile_run(2, false, Fp4Tile::narrow(8, true)), None);
         assert_eq!(xtile_run(4, true, Fp4Tile::prefill(true)), Some(1));
-    }
-
-    /// `KILN_FP4_PINGPONG=1` (compiled when asked for): on the tiles of one batch in flight
-    /// only (the SwiGLU's 64- and 128-token tiles, the GEMM's 256-token one and its tile of 256
-    /// columns; not the decode tiles nor the GEMM's 64-token tile, which keep two), and
-    /// compiles without spills or wgmma serialised in both ops' default forms, whole and cut in
-    /// K (the split's named barrier beside the turns').
-    #[test]
-    fn the_consumers_in_turn_apply_to_one_batch_tiles_and_compile_clean() {
-        for (tile, swiglu, one) in [
-            (Fp4Tile::prefill(true), true, true),
-            (Fp4Tile::decode(true), true, true),
-            (Fp4Tile::prefill(false), false, true),
-            (Fp4Tile::gemm_cols(), false, true),
-            (Fp4Tile::decode(false), false, false),
-            (Fp4Tile::narrow(16, true), true, false),
-            (Fp4Tile::narrow(8, false), false, false),
-        ] {
-            assert_eq!(tile.one_batch(swiglu), one, "{tile:?}");
-        }
-        assert!(!Fp4Tile::dq().one_batch(true));
-        if !crate::jit::testing::nvrtc_here() {
-            return;
-        }
-        let mut specs = Vec::new();
-        for (swiglu, tile) in [
-            (true, Fp4Tile::prefill(true)),
-            (true, Fp4Tile::decode(true)),
-            (false, Fp4Tile::prefill(false)),
-        ] {
-            let spec = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile)
-                .define("KILN_FP4_TURNS", 1);
-            specs.push(spec.clone());
-            if swiglu {
-                specs.push(spec.define("KILN_FP4_WSPLIT", 1));
-            }
-        }
-        let gemm = Fp4Tile::prefill(false);
-        let mx = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Mxfp4, false, gemm);
-        specs.push(mx.define("KILN_FP4_TURNS", 1));
-        let jit = crate::jit::Jit::without_cache();
-        let dev = crate::device::DeviceInfo::h100_sxm();
-        for spec in &specs {
-            let c = jit.compile(spec).unwrap();
-            let problems = crate::harness::check::judge(spec, &c.resources, &dev);
-            assert!(problems.is_empty(), "{}: {problems:?}", spec.label());
-            assert!(!c.log.contains("C751"), "{}: {}", spec.label(), c.log);
-        }
     }
 
     /// `KILN_FP4_GCOLS=256` (compiled when asked for): the grouped GEMM's tile of 128 tokens by

@@ -526,6 +526,7 @@ mod tests {
                 ("moe/fp4_experts_w4a8.cu", "KILN_W4A8_SX"),
                 ("moe/fp4_experts_w4a8.cu", "KILN_W4A8_DEC"),
                 ("moe/fp4_experts_w4a8.cu", "KILN_W4A8_ASTAGES"),
+                ("moe/fp4_experts_w4a8_rs.cu", "KILN_W4A8_RS_BM"),
                 ("gemm/wgmma_tma_ws.cu", "KILN_CPA"),
                 ("gemm/wgmma_tma_ws.cu", "KILN_C_T"),
                 ("gemm/mma_sync.cu", "KILN_ELEM_LOADS")

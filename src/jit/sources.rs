@@ -298,6 +298,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/online_softmax.cuh"),
     ),
     (
+        "attention/mma_sync_qk_pv.cuh",
+        include_str!("../../kernels/attention/mma_sync_qk_pv.cuh"),
+    ),
+    (
         "attention/fa3_wgmma.cu",
         include_str!("../../kernels/attention/fa3_wgmma.cu"),
     ),

@@ -87,7 +87,7 @@ __device__ __forceinline__ void load_kv(u32 dst, const DecodeArgs& p, const int 
   }
 }
 
-#include "attention/mma_sync_qk_pv.cuh"
+#include "attention/mma_sync_warp.cuh"
 
 // (min 1 block per SM: ptxas may use every register it needs; the host counts the blocks that fit)
 extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs p) {
@@ -191,33 +191,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_paged(DecodeArgs
           if (key >= lim[e >> 1] || key < kstart) s[n][e] = NEG_INF;
         }
     }
-    // Online softmax over rows g and g + 8 (a quad of lanes shares a row).
-#pragma unroll
-    for (int rh = 0; rh < 2; ++rh) {
-      float mx = NEG_INF;
-#pragma unroll
-      for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * rh], s[n][2 * rh + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_r[rh], mx * p.scale_log2);
-      const float m_use = m_new == NEG_INF ? 0.0f : m_new; // a row with no key yet
-      const float corr = ex2_approx(m_r[rh] - m_use);
-      m_r[rh] = m_new;
-      float sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int e = 2 * rh; e < 2 * rh + 2; ++e) {
-          s[n][e] = ex2_approx(fmaf(s[n][e], p.scale_log2, -m_use));
-          sum += s[n][e];
-        }
-      l_r[rh] = l_r[rh] * corr + sum; // this lane's partial; the quad is summed below
-#pragma unroll
-      for (int d = 0; d < DT; ++d) {
-        o[d][2 * rh] *= corr;
-        o[d][2 * rh + 1] *= corr;
-      }
-    }
+    softmax_tile(s, o, m_r, l_r, p.scale_log2);
     pv(o, s, sk + TILE_BYTES, v_lane);
   }
   cp_async_wait<0>();

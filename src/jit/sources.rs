@@ -298,8 +298,8 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/online_softmax.cuh"),
     ),
     (
-        "attention/mma_sync_qk_pv.cuh",
-        include_str!("../../kernels/attention/mma_sync_qk_pv.cuh"),
+        "attention/mma_sync_warp.cuh",
+        include_str!("../../kernels/attention/mma_sync_warp.cuh"),
     ),
     (
         "attention/fa3_wgmma.cu",

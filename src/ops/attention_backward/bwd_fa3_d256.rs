@@ -131,8 +131,7 @@ pub(super) fn spec_with_smem(
 /// The staged kernel made persistent (`bwd_fa3_d256_persist`, the define `KILN_D256_PERSIST`):
 /// `spec`'s `D256::Staged` kernel with 16 bytes more shared memory (a barrier and the tile's
 /// index), compiled when asked for (outside the variant budget).
-/// `overlap`: `bwd_fa3_d256_overlap`'s (`KILN_D256_OVERLAP`: the counts its postprocess waits on).
-pub(super) fn persist_spec(arch: &str, dtype: DType, p16: bool, overlap: bool) -> KernelSpec {
+pub(super) fn persist_spec(arch: &str, dtype: DType, p16: bool) -> KernelSpec {
     let s = KernelSpec::new("attention/bwd_fa3_d256.cu", "attn_bwd_fa3_d256", arch)
         .define("KILN_IN", dtype.code())
         .define("KILN_D", DIM)
@@ -142,11 +141,6 @@ pub(super) fn persist_spec(arch: &str, dtype: DType, p16: bool, overlap: bool) -
         .define("KILN_D256_DQ", 1)
         .define("KILN_SMEM", persist_smem_bytes())
         .define("KILN_D256_PERSIST", 1);
-    let s = if overlap {
-        s.define("KILN_D256_OVERLAP", 1)
-    } else {
-        s
-    };
     if p16 {
         s.define("KILN_D256_P16", 1)
     } else {

@@ -284,7 +284,9 @@ impl AttentionBackwardKernel for BwdFa3D256 {
         // bitwise equal, GQA causal ragged BHSD f16) and 1.29-1.33x the atomics' `bwd_fa3_d256` at
         // the four d256 shapes on an H200 (2026-11-29, final call of bc5de42: 414-427
         // TFLOPS, 1.04-1.19x cuDNN): the default at d256. The pair ties it (375-430 TFLOPS) with a
-        // cluster launch more; the atomics are kept for the A/B.
+        // cluster launch more; the atomics are kept for the A/B. Since 2026-12-01 the persistent
+        // form of its kernel (`bwd_fa3_d256_persist`, ledger D81) sits above it as the default;
+        // this one is the fallback where that does not fit.
         self.0 == D256::Staged
     }
 }
@@ -336,12 +338,14 @@ mod tests {
         let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);
         let free = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), false);
         let reg = Registry::default();
-        // the default at d256 (verified and faster on an H200); in deterministic mode its ordered
-        // reduces by two writer warps (`bwd_fa3_d256_w2`); d64 and d128 keep theirs
+        // the default at d256 (verified and faster on an H200) made persistent
+        // (`bwd_fa3_d256_persist`, since 2026-12-01); in deterministic mode its ordered reduces by
+        // two writer warps (`bwd_fa3_d256_w2`); d64 and d128 keep theirs
         let k = reg
             .select_attention_backward(&free(256), &h100, None)
             .unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_tma");
+        assert_eq!(k.name(), "bwd_fa3_d256_persist");
+        assert!(BwdFa3D256(D256::Staged).by_default());
         let k = reg.select_attention_backward(&p(256), &h100, None).unwrap();
         assert_eq!(k.name(), "bwd_fa3_d256_w2");
         let k = reg.select_attention_backward(&p(128), &h100, None).unwrap();

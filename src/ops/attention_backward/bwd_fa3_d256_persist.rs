@@ -12,12 +12,16 @@
 //! stage loaded with nothing under them, the last reduce waited for, dK and dV stored, the drain):
 //! 3.5 % of a non-causal walk at S4096 (0.9 % at S16384, where kiln runs 1.27x cuDNN), 6.7 % of a
 //! causal one. cuDNN's backward there is persistent (132 CTAs).
-//! Not the default yet. It won its first round (H200, 2026-11-30 night, round 1 on merged
-//! 7fe2f34: verified, memcheck clean, 1.015-1.016x `bwd_fa3_d256_tma` / `bwd_fa3_d256_lpt` at B4
-//! H16 S4096 and causal, 1.012-1.014x at B1 H16 S16384; ledger D70) and its second at B4 H16
-//! S4096 (1.014-1.017x, causal too; S16384 a tie). Kernels compiled when asked for (bf16 and f16;
-//! outside the variant budget). Its sibling with the postprocess in the tail,
-//! `bwd_fa3_d256_overlap` (D71), ran 0.915-0.935x this and was deleted on 2026-12-01.
+//! The default for d256 problems that are not deterministic since 2026-12-01 (ledger D81): won
+//! in three H200 calls, each version interleaved in one process (2026-11-30 night round 1 on
+//! merged 7fe2f34, round 2 on cf63f1d, and the early call of 2026-12-01 on main c36773e): B4 H16
+//! S4096 1.014-1.016x `bwd_fa3_d256_tma`, causal 1.014-1.024x `bwd_fa3_d256_lpt`; B1 H16 S16384
+//! 1.009-1.021x (one tie, 0.994x by median, in round 2), causal 1.007-1.014x; verified and
+//! memcheck clean (D70). `bwd_fa3_d256_tma` (non-causal) and `bwd_fa3_d256_lpt` (causal) stay
+//! named versions and the fallback where this one does not fit (16 bytes more shared memory).
+//! Kernels compiled when asked for (bf16 and f16; outside the variant budget, which is full).
+//! Its sibling with the postprocess in the tail, `bwd_fa3_d256_overlap` (D71), ran 0.915-0.935x
+//! this and was deleted on 2026-12-01 (D80).
 
 use super::bwd_fa3_d256;
 use super::bwd_fa3_d256_lpt::lpt_asked;
@@ -77,8 +81,10 @@ impl AttentionBackwardKernel for BwdFa3D256Persist {
             sched,
         )
     }
+    /// The default where it measured faster (ledger D81): every d256 problem it supports, none
+    /// deterministic (`supports` refuses those: `bwd_fa3_d256_w2` is their default).
     fn by_default(&self) -> bool {
-        false
+        true
     }
 }
 
@@ -89,12 +95,12 @@ mod tests {
     use crate::ops::registry::Registry;
 
     #[test]
-    fn it_is_asked_for_by_name_only_and_refuses_the_deterministic_mode() {
+    fn it_is_the_d256_default_causal_or_not_and_refuses_the_deterministic_mode() {
         let h100 = DeviceInfo::h100_sxm();
         let r = Registry::default();
         let free = BackwardProblem::new(AttentionProblem::new(4, 16, 4096, 256), false);
         assert!(BwdFa3D256Persist.supports(&free, &h100).is_ok());
-        assert!(!BwdFa3D256Persist.by_default());
+        assert!(BwdFa3D256Persist.by_default());
         let k = r
             .select_attention_backward(&free, &h100, Some("bwd_fa3_d256_persist"))
             .unwrap();
@@ -104,8 +110,21 @@ mod tests {
             .is_err());
         assert!(bwd_fa3_d256::persist_smem_bytes() <= h100.smem_optin_bytes);
         let k = r.select_attention_backward(&free, &h100, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_tma");
+        assert_eq!(k.name(), "bwd_fa3_d256_persist");
+        let mut causal = free.attn;
+        causal.causal = true;
+        let k = r
+            .select_attention_backward(&BackwardProblem::new(causal, false), &h100, None)
+            .unwrap();
+        assert_eq!(k.name(), "bwd_fa3_d256_persist");
+        // the versions it replaced stay asked for by name
+        for v in ["bwd_fa3_d256_tma", "bwd_fa3_d256_lpt"] {
+            let k = r.select_attention_backward(&free, &h100, Some(v)).unwrap();
+            assert_eq!(k.name(), v);
+        }
         let det = BackwardProblem::new(free.attn, true);
+        let k = r.select_attention_backward(&det, &h100, None).unwrap();
+        assert_eq!(k.name(), "bwd_fa3_d256_w2");
         assert!(BwdFa3D256Persist
             .supports(&det, &h100)
             .unwrap_err()

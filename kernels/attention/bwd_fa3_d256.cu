@@ -150,23 +150,6 @@ constexpr bool D256_PERSIST = false;
 static_assert(!D256_PERSIST || (DQ_STAGED && !D256_DET && BWD_CLUSTER == 1 && !BWD_WINDOW && !BWD_VARLEN),
               "KILN_D256_PERSIST: the staged dQ (KILN_D256_DQ 1), not deterministic, dense, one CTA a cluster");
 
-// KILN_D256_OVERLAP 1 (the host's bwd_fa3_d256_overlap; with KILN_D256_PERSIST): the postprocess
-// (bwd_prep.cu's attn_bwd_post_wait) runs in the main kernel's tail. The early profile of 0f5f953
-// had it at 95 us (1.5 % of the backward at B4 H16 S4096, DRAM-bound) after a main kernel whose
-// SMs idled 3.2 % of its cycles at the end (the last tiles run on a few SMs). Each CTA lets the
-// dependent launch begin at its start (griddepcontrol.launch_dependents: the postprocess's CTAs
-// then take SMs as the persistent CTAs leave them, none fitting beside one), and each consumer's
-// adder counts a tile's adds done on its (batch, key/value head) at p.tail_sem[2 + 2·pair] once
-// they have completed (a release after the bulk group's wait: at the next tile's first block, or
-// at the CTA's end); a postprocess block converts its rows once the count reaches both adders of
-// every key block of the head, instead of waiting for the whole main kernel.
-#if defined(KILN_D256_OVERLAP)
-constexpr bool D256_OVERLAP = KILN_D256_OVERLAP != 0;
-#else
-constexpr bool D256_OVERLAP = false;
-#endif
-static_assert(!D256_OVERLAP || D256_PERSIST, "KILN_D256_OVERLAP counts the persistent kernel's tiles (KILN_D256_PERSIST 1)");
-
 // Pᵀ exchanged in fp32, [SR / 4][128 threads] of float4 (a warp's 32 float4 stores are 512
 // contiguous bytes), or packed (P16).
 constexpr u32 PX_BYTES = 64 * BM * (P16 ? 2 : 4);
@@ -259,11 +242,9 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
 // ring, the dSᵀ buffers and the Pᵀ hand-over count on across tiles); K and V waited for by the
 // caller; the stage of the tile's last block released at the next tile's first product and the
 // last reduce waited for at the CTA's end; kv_empty arrived on once K and V are read.
-// D256_OVERLAP: done, the previous tile's count of completed adds (null for the CTA's first),
-// bumped by the adder once that tile's last reduce has completed.
 template <int C, bool PT = false>
 __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, float4* px,
-                                             const TmaMap* tdq, int g0 = 0, u32* done = nullptr) {
+                                             const TmaMap* tdq, int g0 = 0) {
   float g[KR];
 #pragma unroll
   for (int i = 0; i < KR; ++i) g[i] = 0.0f;
@@ -294,14 +275,7 @@ __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk
     wgmma_commit();
     if (adder && gi > 0) {
       // the previous block's tile read: its stage (both consumers' adders, 4 arrivals each) free
-      if (D256_OVERLAP && it == 0 && done != nullptr) {
-        // (the previous tile's last adds complete: its count, for the postprocess)
-        tma_store_wait<0>();
-        fence_proxy_async_global();
-        red_release_add(done, 1);
-      } else {
-        tma_store_wait_read<0>();
-      }
+      tma_store_wait_read<0>();
       d256_release(sm, sm.qring.slot(gi - 1), 4);
     }
     wgmma_wait<0>();
@@ -557,25 +531,17 @@ __device__ __forceinline__ void d256_consume_tiles(const AttnBwdArgs& p, const B
                                                    const TmaMap* tdq) {
   grid_dependency_wait();  // (the zeroed dQ accumulator before any reduce; the stages wait for D)
   int g0 = 0;
-  u32* done = nullptr;  // D256_OVERLAP: the previous tile's count
   for (int j = 0;; ++j) {
     mbar_wait(sm.kv_full, j & 1);
     int tile;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(tile) : "r"(d256_tile_at(sm)) : "memory");
     if (tile < 0) break;
     const BwdWalk k = d256_tile_walk(p, tile);
-    d256_consume<C, true>(p, k, sm, th, px, tdq, g0, done);
+    d256_consume<C, true>(p, k, sm, th, px, tdq, g0);
     g0 += k.iters;
-    if (D256_OVERLAP) done = p.tail_sem + 2 + 2 * (k.b * (p.heads_q / p.group) + k.hk);
   }
   if (C == 0 && g0 > 0) named_barrier_sync(BAR_P_FREE, 256);
-  if (th.w == 0 && th.lane == 0) {
-    tma_store_wait<0>();
-    if (D256_OVERLAP && done != nullptr) {
-      fence_proxy_async_global();
-      red_release_add(done, 1);
-    }
-  }
+  if (th.w == 0 && th.lane == 0) tma_store_wait<0>();
 }
 
 // The staged variant takes the accumulator's map (tdq) after dO's, as bwd_fa3_tma_dq does.
@@ -610,7 +576,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   } else if constexpr (D256_PERSIST) {
     if (threadIdx.x == 0) mbar_init(d256_kv_empty(bwd_smem(smem_raw, OFF_VEC, OFF_BARS)), 8);  // (bwd_start fences the inits)
     const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq);
-    if (D256_OVERLAP) launch_dependents();  // (every thread: the postprocess waits on the counts, not the grid)
     ws_roles<PERSIST_PRODUCER_REGS, PERSIST_CONSUMER_REGS, 32>(
         warpgroup_index(), [&] { d256_produce_tiles(p, sm, &tq, &tk, &tv, &tdo); },
         [&](int c) {

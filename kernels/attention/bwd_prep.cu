@@ -13,8 +13,8 @@
 // The preprocess of rows [r0, r0 + PREP_ROWS) of head (b, h): lanes split a row into 16-byte
 // chunks (d / 8 lanes per row, 32 / (d / 8) rows per warp pass), partial dot products summed
 // across the row's lanes.
-#if !defined(KILN_PASS) || (KILN_PASS != 0 && KILN_PASS != 1 && KILN_PASS != 2)
-#error "KILN_PASS must be 0 (preprocess), 1 (postprocess) or 2 (the postprocess waiting on counts)"
+#if !defined(KILN_PASS) || (KILN_PASS != 0 && KILN_PASS != 1)
+#error "KILN_PASS must be 0 (preprocess) or 1 (postprocess)"
 #endif
 
 #if KILN_PASS == 0
@@ -84,7 +84,6 @@ template <class T> __device__ __forceinline__ void post_rows(const AttnBwdArgs& 
   }
 }
 
-#if KILN_PASS == 1
 extern "C" __global__ void __launch_bounds__(PREP_THREADS) attn_bwd_post(AttnBwdArgs p) {
   const int h = blockIdx.y, b = blockIdx.z, r0 = blockIdx.x * PREP_ROWS;
   if (p.dtype == 0) {
@@ -93,34 +92,4 @@ extern "C" __global__ void __launch_bounds__(PREP_THREADS) attn_bwd_post(AttnBwd
     post_rows<f16>(p, b, h, r0);
   }
 }
-#else
-// KILN_PASS 2 (bwd_fa3_d256.cu's KILN_D256_OVERLAP): launched as a programmatic dependent of the
-// persistent d256 kernel, which lets it start at once; it never waits for that grid
-// (griddepcontrol.wait) but for the count of its (batch, key/value head) at p.tail_sem[2 + 2·pair]
-// to reach 2 per key block of 64 keys (each consumer's adder bumps it, with release, once its
-// adds of a key block have completed). Its blocks take SMs as the main kernel's CTAs leave them.
-// The pair's last block to convert returns the count (and its own, [3 + 2·pair]) to 0.
-#include "attention/bwd_dq.cuh"
-extern "C" __global__ void __launch_bounds__(PREP_THREADS) attn_bwd_post_wait(AttnBwdArgs p) {
-  const int h = blockIdx.y, b = blockIdx.z, r0 = blockIdx.x * PREP_ROWS;
-  u32* done = p.tail_sem + 2 + 2 * (b * (p.heads_q / p.group) + h / p.group);
-  const u32 want = 2u * (u32)((p.skv + 63) / 64);
-  // (a count that never fills, a bug, ends the launch with an error after ~10 s, not a hang)
-  if (threadIdx.x == 0)
-    for (u32 n = 0; ld_acquire(done) < want; ++n) {
-      if (n == (1u << 24)) __trap();
-      __nanosleep(500);
-    }
-  __syncthreads();
-  if (p.dtype == 0) {
-    post_rows<bf16>(p, b, h, r0);
-  } else {
-    post_rows<f16>(p, b, h, r0);
-  }
-  if (threadIdx.x == 0 && atomicAdd(done + 1, 1u) == gridDim.x * p.group - 1) {
-    done[0] = 0;
-    done[1] = 0;
-  }
-}
-#endif
 #endif

@@ -89,12 +89,7 @@ impl Default for Registry {
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Staged)),
             Box::new(attention_backward::bwd_fa3_d256::BwdFa3D256(D256::Pair)),
             Box::new(attention_backward::bwd_fa3_d256_lpt::BwdFa3D256Lpt),
-            Box::new(attention_backward::bwd_fa3_d256_persist::BwdFa3D256Persist(
-                false,
-            )),
-            Box::new(attention_backward::bwd_fa3_d256_persist::BwdFa3D256Persist(
-                true,
-            )),
+            Box::new(attention_backward::bwd_fa3_d256_persist::BwdFa3D256Persist),
             Box::new(attention_backward::bwd_fa3_ordered_eager::BwdFa3OrderedEager),
             Box::new(attention_backward::bwd_fa3_ordered_w2::BwdFa3OrderedW2),
         ];

@@ -131,8 +131,7 @@ pub(super) fn spec_with_smem(
 /// The staged kernel made persistent (`bwd_fa3_d256_persist`, the define `KILN_D256_PERSIST`):
 /// `spec`'s `D256::Staged` kernel with 16 bytes more shared memory (a barrier and the tile's
 /// index), compiled when asked for (outside the variant budget).
-/// `overlap`: `bwd_fa3_d256_overlap`'s (`KILN_D256_OVERLAP`: the counts its postprocess waits on).
-pub(super) fn persist_spec(arch: &str, dtype: DType, p16: bool, overlap: bool) -> KernelSpec {
+pub(super) fn persist_spec(arch: &str, dtype: DType, p16: bool) -> KernelSpec {
     let s = KernelSpec::new("attention/bwd_fa3_d256.cu", "attn_bwd_fa3_d256", arch)
         .define("KILN_IN", dtype.code())
         .define("KILN_D", DIM)
@@ -142,11 +141,6 @@ pub(super) fn persist_spec(arch: &str, dtype: DType, p16: bool, overlap: bool) -
         .define("KILN_D256_DQ", 1)
         .define("KILN_SMEM", persist_smem_bytes())
         .define("KILN_D256_PERSIST", 1);
-    let s = if overlap {
-        s.define("KILN_D256_OVERLAP", 1)
-    } else {
-        s
-    };
     if p16 {
         s.define("KILN_D256_P16", 1)
     } else {
@@ -290,7 +284,9 @@ impl AttentionBackwardKernel for BwdFa3D256 {
         // bitwise equal, GQA causal ragged BHSD f16) and 1.29-1.33x the atomics' `bwd_fa3_d256` at
         // the four d256 shapes on an H200 (2026-11-29, final call of bc5de42: 414-427
         // TFLOPS, 1.04-1.19x cuDNN): the default at d256. The pair ties it (375-430 TFLOPS) with a
-        // cluster launch more; the atomics are kept for the A/B.
+        // cluster launch more; the atomics are kept for the A/B. Since 2026-12-01 the persistent
+        // form of its kernel (`bwd_fa3_d256_persist`, ledger D81) sits above it as the default;
+        // this one is the fallback where that does not fit.
         self.0 == D256::Staged
     }
 }
@@ -342,12 +338,14 @@ mod tests {
         let p = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), true);
         let free = |d| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), false);
         let reg = Registry::default();
-        // the default at d256 (verified and faster on an H200); in deterministic mode its ordered
-        // reduces by two writer warps (`bwd_fa3_d256_w2`); d64 and d128 keep theirs
+        // the default at d256 (verified and faster on an H200) made persistent
+        // (`bwd_fa3_d256_persist`, since 2026-12-01); in deterministic mode its ordered reduces by
+        // two writer warps (`bwd_fa3_d256_w2`); d64 and d128 keep theirs
         let k = reg
             .select_attention_backward(&free(256), &h100, None)
             .unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_tma");
+        assert_eq!(k.name(), "bwd_fa3_d256_persist");
+        assert!(BwdFa3D256(D256::Staged).by_default());
         let k = reg.select_attention_backward(&p(256), &h100, None).unwrap();
         assert_eq!(k.name(), "bwd_fa3_d256_w2");
         let k = reg.select_attention_backward(&p(128), &h100, None).unwrap();

@@ -17,7 +17,9 @@
 //! does not touch).
 //! `KILN_BWD_LPT=0` runs the grid's order here too (the knob, where set, wins).
 //!
-//! The default for causal d256 problems that are not deterministic since 2026-11-30 (ledger D40):
+//! The default for causal d256 problems that are not deterministic from 2026-11-30 (ledger D40)
+//! until `bwd_fa3_d256_persist`'s (2026-12-01, D81: the same order over its counter), which it
+//! backs where the persistent kernel does not fit:
 //! at B4 H16 S4096 causal it took 1.77 % fewer cycles than the grid's order in the early ncu
 //! (main 5e674b5, one launch each, SMs idle 0.98 % against 3.08 %) and ran 1.017x and 1.018x
 //! `bwd_fa3_d256_tma` interleaved in one process, both orders (round 1, merged 263eb42), verified
@@ -92,7 +94,7 @@ mod tests {
     }
 
     #[test]
-    fn it_is_the_causal_d256_default_and_adds_no_variant() {
+    fn it_is_the_causal_d256_fallback_and_adds_no_variant() {
         let h100 = DeviceInfo::h100_sxm();
         let r = Registry::default();
         let p = causal(4, 16, 4096);
@@ -100,13 +102,18 @@ mod tests {
         let d128 = BackwardProblem::new(AttentionProblem::new(1, 2, 129, 128), false);
         assert!(BwdFa3D256Lpt.supports(&d128, &h100).is_err());
         assert!(BwdFa3D256Lpt.variants("sm_90a").is_empty());
-        // the default for causal problems; non-causal ones keep `bwd_fa3_d256_tma` (the same
+        // the default for causal problems below `bwd_fa3_d256_persist` (the default above it,
+        // which takes the same order); non-causal ones fall back to `bwd_fa3_d256_tma` (the same
         // launch), which also runs the grid's order by name
+        assert!(BwdFa3D256Lpt.by_default_for(&p));
         let k = r.select_attention_backward(&p, &h100, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_lpt");
+        assert_eq!(k.name(), "bwd_fa3_d256_persist");
         let free = BackwardProblem::new(AttentionProblem::new(4, 16, 4096, 256), false);
-        let k = r.select_attention_backward(&free, &h100, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_tma");
+        assert!(!BwdFa3D256Lpt.by_default_for(&free));
+        let k = r
+            .select_attention_backward(&p, &h100, Some("bwd_fa3_d256_lpt"))
+            .unwrap();
+        assert_eq!(k.name(), "bwd_fa3_d256_lpt");
         let k = r
             .select_attention_backward(&p, &h100, Some("bwd_fa3_d256_tma"))
             .unwrap();

@@ -298,15 +298,15 @@ mod tests {
                 .select_attention_backward(&p(256, true), &h100, Some(gone))
                 .is_err());
         }
-        // the deterministic default at d256; the non-deterministic one stays the staged version,
-        // and d64/d128 keep the two writers
+        // the deterministic default at d256; the non-deterministic one is the persistent staged
+        // kernel (since 2026-12-01), and d64/d128 keep the two writers
         let pick = |d, det| {
             r.select_attention_backward(&p(d, det), &h100, None)
                 .unwrap()
                 .name()
         };
         assert_eq!(pick(256, true), "bwd_fa3_d256_w2");
-        assert_eq!(pick(256, false), "bwd_fa3_d256_tma");
+        assert_eq!(pick(256, false), "bwd_fa3_d256_persist");
         assert_eq!(pick(128, true), "bwd_fa3_ordered_w2");
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }

@@ -12,18 +12,16 @@
 //! stage loaded with nothing under them, the last reduce waited for, dK and dV stored, the drain):
 //! 3.5 % of a non-causal walk at S4096 (0.9 % at S16384, where kiln runs 1.27x cuDNN), 6.7 % of a
 //! causal one. cuDNN's backward there is persistent (132 CTAs).
-//! `bwd_fa3_d256_overlap` (`KILN_D256_OVERLAP`, ledger D71): the same with the postprocess in the
-//! main kernel's tail: each CTA lets the dependent launch begin at its start, each consumer's
-//! adder counts a key block's adds on its (batch, key/value head) once they have completed, and
-//! the postprocess (`attn_bwd_post_wait`, a programmatic dependent) converts a head's rows once
-//! its count is full, on the SMs the persistent CTAs leave (the early profile of 0f5f953: the
-//! postprocess 95 us, 1.5 % of the backward at B4 H16 S4096, after a main kernel whose SMs idled
-//! 3.2 % of its cycles at the end).
-//! Neither is the default yet. `bwd_fa3_d256_persist` won its first round (H200, 2026-11-30 night,
-//! round 1 on merged 7fe2f34: verified, memcheck clean, 1.015-1.016x `bwd_fa3_d256_tma` /
-//! `bwd_fa3_d256_lpt` at B4 H16 S4096 and causal, 1.012-1.014x at B1 H16 S16384; ledger D70);
-//! `bwd_fa3_d256_overlap` is unmeasured (D71). Kernels compiled when asked for (bf16 and f16 each,
-//! and the waiting postprocess; outside the variant budget).
+//! The default for d256 problems that are not deterministic since 2026-12-01 (ledger D81): won
+//! in three H200 calls, each version interleaved in one process (2026-11-30 night round 1 on
+//! merged 7fe2f34, round 2 on cf63f1d, and the early call of 2026-12-01 on main c36773e): B4 H16
+//! S4096 1.014-1.016x `bwd_fa3_d256_tma`, causal 1.014-1.024x `bwd_fa3_d256_lpt`; B1 H16 S16384
+//! 1.009-1.021x (one tie, 0.994x by median, in round 2), causal 1.007-1.014x; verified and
+//! memcheck clean (D70). `bwd_fa3_d256_tma` (non-causal) and `bwd_fa3_d256_lpt` (causal) stay
+//! named versions and the fallback where this one does not fit (16 bytes more shared memory).
+//! Kernels compiled when asked for (bf16 and f16; outside the variant budget, which is full).
+//! Its sibling with the postprocess in the tail, `bwd_fa3_d256_overlap` (D71), ran 0.915-0.935x
+//! this and was deleted on 2026-12-01 (D80).
 
 use super::bwd_fa3_d256;
 use super::bwd_fa3_d256_lpt::lpt_asked;
@@ -33,23 +31,15 @@ use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 
-/// The persistent d256 backward; `.0`: with the postprocess in its tail (`bwd_fa3_d256_overlap`).
-pub struct BwdFa3D256Persist(pub bool);
+/// The persistent d256 backward.
+pub struct BwdFa3D256Persist;
 
 impl AttentionBackwardKernel for BwdFa3D256Persist {
     fn name(&self) -> &'static str {
-        if self.0 {
-            "bwd_fa3_d256_overlap"
-        } else {
-            "bwd_fa3_d256_persist"
-        }
+        "bwd_fa3_d256_persist"
     }
     fn summary(&self) -> &'static str {
-        if self.0 {
-            "bwd_fa3_d256_persist with the postprocess in the main kernel's tail, each head converted once its key blocks' adds have completed"
-        } else {
-            "bwd_fa3_d256_tma persistent: one CTA a SM taking key blocks from a counter, the next block's loads under the current one's end"
-        }
+        "bwd_fa3_d256_tma persistent: one CTA a SM taking key blocks from a counter, the next block's loads under the current one's end"
     }
     fn rung(&self) -> u32 {
         bwd_fa3_d256::RUNG_STAGED + 1
@@ -70,12 +60,10 @@ impl AttentionBackwardKernel for BwdFa3D256Persist {
             &ctx.arch(),
             p.attn.dtype,
             ctx.overrides.attention.bwd_d256_p16,
-            self.0,
         );
         let sched = Sched {
             lpt: lpt_asked(ctx.overrides.attention.bwd_lpt),
             persist: true,
-            overlap: self.0,
             ..Sched::of(ctx)
         };
         launch_main(
@@ -93,8 +81,10 @@ impl AttentionBackwardKernel for BwdFa3D256Persist {
             sched,
         )
     }
+    /// The default where it measured faster (ledger D81): every d256 problem it supports, none
+    /// deterministic (`supports` refuses those: `bwd_fa3_d256_w2` is their default).
     fn by_default(&self) -> bool {
-        false
+        true
     }
 }
 
@@ -105,55 +95,56 @@ mod tests {
     use crate::ops::registry::Registry;
 
     #[test]
-    fn it_is_asked_for_by_name_only_and_refuses_the_deterministic_mode() {
+    fn it_is_the_d256_default_causal_or_not_and_refuses_the_deterministic_mode() {
         let h100 = DeviceInfo::h100_sxm();
         let r = Registry::default();
         let free = BackwardProblem::new(AttentionProblem::new(4, 16, 4096, 256), false);
-        for v in [BwdFa3D256Persist(false), BwdFa3D256Persist(true)] {
-            assert!(v.supports(&free, &h100).is_ok());
-            assert!(!v.by_default());
-            let k = r
-                .select_attention_backward(&free, &h100, Some(v.name()))
-                .unwrap();
-            assert_eq!(k.name(), v.name());
-        }
+        assert!(BwdFa3D256Persist.supports(&free, &h100).is_ok());
+        assert!(BwdFa3D256Persist.by_default());
+        let k = r
+            .select_attention_backward(&free, &h100, Some("bwd_fa3_d256_persist"))
+            .unwrap();
+        assert_eq!(k.name(), "bwd_fa3_d256_persist");
+        assert!(r
+            .select_attention_backward(&free, &h100, Some("bwd_fa3_d256_overlap"))
+            .is_err());
         assert!(bwd_fa3_d256::persist_smem_bytes() <= h100.smem_optin_bytes);
         let k = r.select_attention_backward(&free, &h100, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_tma");
+        assert_eq!(k.name(), "bwd_fa3_d256_persist");
+        let mut causal = free.attn;
+        causal.causal = true;
+        let k = r
+            .select_attention_backward(&BackwardProblem::new(causal, false), &h100, None)
+            .unwrap();
+        assert_eq!(k.name(), "bwd_fa3_d256_persist");
+        // the versions it replaced stay asked for by name
+        for v in ["bwd_fa3_d256_tma", "bwd_fa3_d256_lpt"] {
+            let k = r.select_attention_backward(&free, &h100, Some(v)).unwrap();
+            assert_eq!(k.name(), v);
+        }
         let det = BackwardProblem::new(free.attn, true);
-        assert!(BwdFa3D256Persist(false)
+        let k = r.select_attention_backward(&det, &h100, None).unwrap();
+        assert_eq!(k.name(), "bwd_fa3_d256_w2");
+        assert!(BwdFa3D256Persist
             .supports(&det, &h100)
             .unwrap_err()
             .contains("bwd_fa3_d256_w2"));
         let d128 = BackwardProblem::new(AttentionProblem::new(1, 2, 129, 128), false);
-        assert!(BwdFa3D256Persist(true).supports(&d128, &h100).is_err());
-        assert!(BwdFa3D256Persist(true).variants("sm_90a").is_empty());
+        assert!(BwdFa3D256Persist.supports(&d128, &h100).is_err());
+        assert!(BwdFa3D256Persist.variants("sm_90a").is_empty());
     }
 
-    /// Their kernels (bf16, f16; with and without the overlap) and the waiting postprocess
-    /// compile for sm_90a with no local memory, no wgmma serialisation and the register split
-    /// honoured.
+    /// Its kernels (bf16, f16) compile for sm_90a with no local memory, no wgmma serialisation
+    /// and the register split honoured.
     #[test]
-    fn their_kernels_compile_without_spills() {
-        let mut specs: Vec<KernelSpec> = Vec::new();
-        for overlap in [false, true] {
-            specs.extend(
-                DTYPES
-                    .iter()
-                    .map(|&dt| bwd_fa3_d256::persist_spec("sm_90a", dt, false, overlap)),
-            );
-        }
+    fn its_kernels_compile_without_spills() {
+        let specs: Vec<KernelSpec> = DTYPES
+            .iter()
+            .map(|&dt| bwd_fa3_d256::persist_spec("sm_90a", dt, false))
+            .collect();
         assert!(specs
             .iter()
             .all(|s| s.label().contains("KILN_D256_PERSIST=1")));
-        assert_eq!(
-            specs
-                .iter()
-                .filter(|s| s.label().contains("KILN_D256_OVERLAP=1"))
-                .count(),
-            2
-        );
-        specs.push(super::super::bwd_prep::post_wait_spec("sm_90a"));
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

@@ -382,7 +382,6 @@ pub fn launch_tile_writers(
         rotate: false,
         det_slots: None,
         persist: false,
-        overlap: false,
     };
     let t = WgmmaBwdTile {
         tail: sched.split.is_some(),
@@ -427,10 +426,6 @@ pub struct Sched {
     /// taking key blocks from a counter (`tail_sem`, two words that the kernel returns to 0),
     /// launched as a programmatic dependent of the preprocess.
     pub persist: bool,
-    /// `bwd_fa3_d256_overlap` (with `persist`, `KILN_D256_OVERLAP`): the postprocess waits for
-    /// the counts of each (batch, key/value head) (`tail_sem` from word 2) and runs in the main
-    /// kernel's tail, a programmatic dependent of it.
-    pub overlap: bool,
 }
 
 impl Sched {
@@ -444,7 +439,6 @@ impl Sched {
             rotate: false,
             det_slots: None,
             persist: false,
-            overlap: false,
         }
     }
 }
@@ -574,12 +568,7 @@ pub fn launch_main(
     // `bwd_fa3_d256_persist`: the tiles' counter and the CTAs done, zero between launches
     let tiles = (a.seqlen_kv as u32).div_ceil(bn) * a.heads_kv as u32 * a.batch as u32;
     if sched.persist {
-        let pairs = if sched.overlap {
-            a.batch * a.heads_kv
-        } else {
-            0
-        };
-        args.tail_sem = ctx.scratch.attn_bwd_work.at_least(ctx, 8 + 8 * pairs)?;
+        args.tail_sem = ctx.scratch.attn_bwd_work.at_least(ctx, 8)?;
     }
     // Q and dO share Q's strides, K and V K's (AttnBwdArgs::new).
     let es = a.dtype.size();
@@ -649,11 +638,7 @@ pub fn launch_main(
         } else {
             main.launch(ctx.stream, &cfg, &mut params)?;
         }
-        if sched.persist && sched.overlap {
-            bwd_prep::launch_post_wait(ctx, &mut args)
-        } else {
-            bwd_prep::launch_post(ctx, &mut args)
-        }
+        bwd_prep::launch_post(ctx, &mut args)
     }
 }
 

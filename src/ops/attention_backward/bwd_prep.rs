@@ -20,12 +20,6 @@ pub fn post_spec(arch: &str) -> KernelSpec {
     KernelSpec::new("attention/bwd_prep.cu", "attn_bwd_post", arch).define("KILN_PASS", 1)
 }
 
-/// The postprocess that waits for the persistent d256 kernel's per-head counts instead of the
-/// whole grid (`bwd_fa3_d256_overlap`): `KILN_PASS` 2, compiled when asked for.
-pub fn post_wait_spec(arch: &str) -> KernelSpec {
-    KernelSpec::new("attention/bwd_prep.cu", "attn_bwd_post_wait", arch).define("KILN_PASS", 2)
-}
-
 /// One block per 64 query rows of each (batch, head).
 fn config(args: &AttnBwdArgs) -> LaunchConfig {
     let blocks = (args.sq as u32).div_ceil(ROWS);
@@ -41,19 +35,6 @@ pub unsafe fn launch_pre(ctx: &Context, args: &mut AttnBwdArgs) -> Result<()> {
     let f = ctx.function(&pre_spec(&ctx.arch()))?;
     let cfg = config(args);
     f.launch(ctx.stream, &cfg, &mut [args.as_param()])
-}
-
-/// Enqueues the postprocess that waits on the counts at `args.tail_sem` (two words a (batch,
-/// key/value head) pair from word 2, which the main kernel bumps and this returns to 0), as a
-/// programmatic dependent of the kernel before it.
-///
-/// # Safety
-/// As [`launch_post`]; the kernel before it on the stream is `bwd_fa3_d256.cu` with
-/// `KILN_D256_OVERLAP`, whose every CTA bumps the counts (else this waits forever).
-pub unsafe fn launch_post_wait(ctx: &Context, args: &mut AttnBwdArgs) -> Result<()> {
-    let f = ctx.function(&post_wait_spec(&ctx.arch()))?;
-    let cfg = config(args);
-    f.launch_dependent(ctx.stream, &cfg, &mut [args.as_param()])
 }
 
 /// Enqueues the postprocess.

@@ -205,9 +205,6 @@ __device__ __forceinline__ void d256_release(const BwdSmem& sm, int s, u32 count
   }
 }
 
-#include "attention/bwd_d256_pair.cuh"
-static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES) + PAIR_BARS_BYTES, "KILN_SMEM too small for the pair's barriers");
-static_assert(!D256_PAIR || !D256_TRACE, "KILN_D256_TRACE stamps one CTA a cluster");
 
 // What both consumers do once dSᵀ of block it is stored: dQ's 128 columns of consumer c over the
 // 64 keys, waited for and added (sem: the deterministic mode's counter, else null): by atomics,
@@ -225,12 +222,8 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
     add_dq_atomics(dq, p, k, th, h, m0, sem);
     return;
   }
-  if (D256_PAIR && pair_sends(th.c)) {
-    pair_send(dq, sm, it, th.c, th.krow, th.t);  // (into the peer, whose writer adds it to its own)
-  } else {
-    stage_dq_rows<1, 1>(reinterpret_cast<const float (&)[1][QN / 2]>(dq), th.krow, th.t, tile);
-    fence_proxy_async_shared();
-  }
+  stage_dq_rows<1, 1>(reinterpret_cast<const float (&)[1][QN / 2]>(dq), th.krow, th.t, tile);
+  fence_proxy_async_shared();
   if (D256_WRITER) {
     named_barrier_arrive(BAR_HANDOFF + sm.qring.slot(it), 288);  // (the writer adds both tiles)
     return;
@@ -373,8 +366,6 @@ __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk
     asm volatile("" : "+r"(it_late));
     if (!staged && th.lane == 0) d256_release(sm, sm.qring.slot(it_late), 1);
     if (C == 0) named_barrier_sync(BAR_DS, 256);
-    // (D256_PAIR: the sender's products, and the other consumer's, have read the stage)
-    if (D256_PAIR && pair_sends(C)) pair_free(sm, sm.qring.slot(it_late), th.lane);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
     // consumer 0's tile in the stage's dO half, consumer 1's in its Q half
     d256_dq(p, k, sm, th, gi, h, m0, sem, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));
@@ -603,11 +594,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       d256_consume<1>(p, k, sm, th, px, tdq);
     }
   };
-  if constexpr (D256_PAIR) {
-    if (threadIdx.x == 0) pair_init(bwd_smem(smem_raw, OFF_VEC, OFF_BARS));
-    bwd_kernel<true>(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq, p, consume,
-                     [&](const BwdWalk& k, const BwdSmem& sm, int j) { d256_pair_writer(p, k, sm, tdq, j); });
-  } else if constexpr (D256_PERSIST) {
+  if constexpr (D256_PERSIST) {
     if (threadIdx.x == 0) mbar_init(d256_kv_empty(bwd_smem(smem_raw, OFF_VEC, OFF_BARS)), 8);  // (bwd_start fences the inits)
     const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq);
     if (D256_OVERLAP) launch_dependents();  // (every thread: the postprocess waits on the counts, not the grid)

@@ -379,40 +379,6 @@ mod tests {
         }
     }
 
-    /// `bwd_fa3_d256_w2_pair`'s walks: a cluster of two 64-key blocks walks as one block of 128
-    /// keys would (the pair's first key block's causal start, one rank a pair, waves of pairs),
-    /// on half the slots; an odd key-block count leaves the last pair's second CTA without keys,
-    /// which the model's rounding up of the 128-key blocks is. Each tile's adds pass in rank
-    /// order and no run hangs, on 66 pairs (132 SMs) and on a few.
-    #[test]
-    fn the_d256_pairs_walk_as_128_key_blocks_on_half_the_slots() {
-        for causal in [false, true] {
-            for (hq, hkv) in [(1, 1), (4, 2)] {
-                for s in [1, 63, 65, 200, 1000, 2049] {
-                    for pairs in [66, 2] {
-                        let mut p = problem(2, hq, hkv, s, s, causal);
-                        p.attn.head_dim = 256;
-                        let w = walks(&p, 64, 128, pairs);
-                        let done = run(&w, pairs, Release::AtOnce);
-                        let n: usize = w.iter().map(|b| b.len()).sum();
-                        assert_eq!(done.map(|d| d.len()), Some(n), "{}", p.label());
-                    }
-                }
-            }
-            for (b, h, s) in [(4, 3, 4096), (1, 2, 16384)] {
-                let mut p = problem(b, h, h, s, s, causal);
-                p.attn.head_dim = 256;
-                assert!(run(&walks(&p, 64, 128, 66), 66, Release::AtOnce).is_some());
-            }
-        }
-        // B1 H16 S16384: a wave of 66 pairs of one head (256 query blocks) starts its rotated
-        // walks 3 query blocks apart (w2: 132 blocks, 1)
-        let (g0, gn) = rotated_group(128, 66, 70, 0);
-        assert_eq!((g0, gn, 256 / gn), (66, 62, 4));
-        let (_, gn) = rotated_group(128, 66, 0, 0);
-        assert_eq!(256 / gn, 3);
-    }
-
     #[test]
     fn causal_blocks_wait_only_for_blocks_launched_before_them() {
         // descending, launched in reverse: on a single SM every block still finishes

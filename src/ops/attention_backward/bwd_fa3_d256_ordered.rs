@@ -14,6 +14,12 @@
 //! deterministic run `bwd_fa3_d256_tma`.
 //!   `bwd_fa3_d256_w2`: the deterministic default at d256 (ledger D31, D33: 0.84-0.95x the
 //!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds).
+//!   `bwd_fa3_d256_w2_persist` (ledger D91; compiled when asked for, outside the variant budget):
+//!   w2's writers on `bwd_fa3_d256_persist`'s walk (the define `KILN_D256_PERSIST` with
+//!   `KILN_D256_DET` 3, `kernels/attention/bwd_d256_persist_det.cuh`): one CTA a SM taking key
+//!   blocks from a counter in the grid's order, so that the waves, walks and order of adds are
+//!   w2's, with the next block's first stage and K, V loaded under the current one's end and the
+//!   last ordered adds of a block no longer holding its SM.
 //!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
 //!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
@@ -35,7 +41,7 @@
 //! layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
 
 use super::bwd_fa3_d256::{self, D256};
-use super::bwd_fa3_wgmma::Sched;
+use super::bwd_fa3_wgmma::{launch_main, Sched};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
@@ -51,6 +57,9 @@ pub enum D256Det {
     /// `bwd_fa3_d256_rotated`: the diagnostic, w2's walks without the order on problems that are
     /// not deterministic.
     Rotated,
+    /// `bwd_fa3_d256_w2_persist`: w2 on the persistent walk (one CTA a SM, key blocks from a
+    /// counter in the grid's order).
+    Persist,
 }
 
 /// One of the versions on the d256 two-writer kernel.
@@ -65,8 +74,10 @@ impl BwdFa3D256Ordered {
     pub const W2: Self = BwdFa3D256Ordered(D256Det::W2);
     /// `bwd_fa3_d256_rotated`.
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
+    /// `bwd_fa3_d256_w2_persist`.
+    pub const PERSIST: Self = BwdFa3D256Ordered(D256Det::Persist);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 2] = [Self::W2, Self::ROTATED];
+    pub const ALL: [Self; 3] = [Self::W2, Self::ROTATED, Self::PERSIST];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -108,6 +119,30 @@ impl BwdFa3D256Ordered {
         det_trace: u64,
     ) -> Result<()> {
         let p16 = ctx.overrides.attention.bwd_d256_p16;
+        if self.0 == D256Det::Persist {
+            // (the waves: the persistent grid, one CTA a SM; the counter and the tile ring in
+            // `persist_smem`)
+            let main = persist_spec(&ctx.arch(), p.attn.dtype, p16);
+            let sched = Sched {
+                det_writers: Some(WRITERS),
+                persist: true,
+                ..Sched::of(ctx)
+            };
+            return launch_main(
+                self.name(),
+                ctx,
+                p,
+                ops,
+                &main,
+                persist_smem(),
+                bwd_fa3_d256::BN,
+                Some(bwd_fa3_d256::DQ_BOX_COLS),
+                true,
+                1,
+                None,
+                sched,
+            );
+        }
         let main = spec(&ctx.arch(), p.attn.dtype, p16, trace);
         let sched = Sched {
             det_writers: Some(WRITERS),
@@ -116,6 +151,33 @@ impl BwdFa3D256Ordered {
             ..Sched::of(ctx)
         };
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, true, sched)
+    }
+}
+
+/// `bwd_fa3_d256_w2_persist`'s shared memory: `bwd_fa3_d256_persist`'s and the writers' ring of
+/// four tiles (`bwd_d256_persist_det.cuh`).
+pub fn persist_smem() -> u32 {
+    bwd_fa3_d256::persist_smem_bytes() + 4 * 8
+}
+
+/// `bwd_fa3_d256_w2_persist`'s kernel for `dtype`: the staged kernel with the defines
+/// `KILN_D256_PERSIST` 1 and `KILN_D256_DET` 3 and its shared memory (`p16`:
+/// `KILN_BWD_D256_P16`).
+pub fn persist_spec(arch: &str, dtype: DType, p16: bool) -> KernelSpec {
+    let s = KernelSpec::new("attention/bwd_fa3_d256.cu", "attn_bwd_fa3_d256", arch)
+        .define("KILN_IN", dtype.code())
+        .define("KILN_D", 256)
+        .define("KILN_BN", bwd_fa3_d256::BN)
+        .define("KILN_STAGES", 2)
+        .define("KILN_DQ_SPLIT", 0)
+        .define("KILN_D256_DQ", 1)
+        .define("KILN_SMEM", persist_smem())
+        .define("KILN_D256_PERSIST", 1)
+        .define("KILN_D256_DET", 3);
+    if p16 {
+        s.define("KILN_D256_P16", 1)
+    } else {
+        s
     }
 }
 
@@ -138,12 +200,14 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_w2",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
+            D256Det::Persist => "bwd_fa3_d256_w2_persist",
         }
     }
     fn summary(&self) -> &'static str {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
+            D256Det::Persist => "bwd_fa3_d256_w2 persistent: one CTA a SM taking key blocks from a counter in the grid's order, the next block's loads under the current one's end",
         }
     }
     fn rung(&self) -> u32 {
@@ -152,10 +216,15 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             + match self.0 {
                 D256Det::W2 => 0,
                 D256Det::Rotated => 1,
+                D256Det::Persist => 2,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        bwd_fa3_d256::supports_staged(p, dev)
+        bwd_fa3_d256::supports_staged(p, dev)?;
+        if self.0 == D256Det::Persist {
+            dev.check_smem(persist_smem())?;
+        }
+        Ok(())
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         // w2's kernels (its preprocess and postprocess are the other d256 versions'); the
@@ -201,10 +270,17 @@ mod tests {
         let p = |d, det| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), det);
         let r = Registry::default();
         let names: Vec<&str> = BwdFa3D256Ordered::ALL.iter().map(|v| v.name()).collect();
-        assert_eq!(names, ["bwd_fa3_d256_w2", "bwd_fa3_d256_rotated"]);
+        assert_eq!(
+            names,
+            [
+                "bwd_fa3_d256_w2",
+                "bwd_fa3_d256_rotated",
+                "bwd_fa3_d256_w2_persist"
+            ]
+        );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 2);
+        assert_eq!(rungs.len(), 3);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -255,14 +331,24 @@ mod tests {
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (`KILN_BWD_D256_P16`'s; traced) compile for sm_90a with no local memory, no
-    /// wgmma serialisation and the register split honoured (w2's own in tests/compile.rs).
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced; the persistent one's bf16 and f16) compile
+    /// for sm_90a with no local memory, no wgmma serialisation and the register split honoured
+    /// (w2's own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
-        let specs = vec![
+        let mut specs = vec![
             spec("sm_90a", DTYPES[0], true, false),
             spec("sm_90a", DTYPES[0], false, true),
         ];
+        specs.extend(DTYPES.iter().map(|&dt| persist_spec("sm_90a", dt, false)));
+        let label = specs[2].label();
+        assert!(
+            label.contains("KILN_D256_PERSIST=1")
+                && label.contains("KILN_D256_DET=3")
+                && label.contains(&format!("KILN_SMEM={}", persist_smem())),
+            "{label}"
+        );
+        assert!(persist_smem() <= DeviceInfo::h100_sxm().smem_optin_bytes);
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

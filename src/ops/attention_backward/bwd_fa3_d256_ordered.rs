@@ -20,6 +20,9 @@
 //!   blocks from a counter in the grid's order, so that the waves, walks and order of adds are
 //!   w2's, with the next block's first stage and K, V loaded under the current one's end and the
 //!   last ordered adds of a block no longer holding its SM.
+//!   `bwd_fa3_d256_w2_r232` (ledger D92; a diagnostic, compiled when asked for): w2's kernel at
+//!   the persistent kernel's register split (`KILN_BWD_SPLIT_232`: 40 / 232, where w2 runs
+//!   24 / 240), what that split alone costs w2_persist.
 //!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
 //!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
@@ -60,6 +63,9 @@ pub enum D256Det {
     /// `bwd_fa3_d256_w2_persist`: w2 on the persistent walk (one CTA a SM, key blocks from a
     /// counter in the grid's order).
     Persist,
+    /// `bwd_fa3_d256_w2_r232`: a diagnostic, w2 with the persistent kernel's register split
+    /// (`KILN_BWD_SPLIT_232`: 40 / 232 where w2 has 24 / 240).
+    R232,
 }
 
 /// One of the versions on the d256 two-writer kernel.
@@ -76,8 +82,10 @@ impl BwdFa3D256Ordered {
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
     /// `bwd_fa3_d256_w2_persist`.
     pub const PERSIST: Self = BwdFa3D256Ordered(D256Det::Persist);
+    /// `bwd_fa3_d256_w2_r232`.
+    pub const R232: Self = BwdFa3D256Ordered(D256Det::R232);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 3] = [Self::W2, Self::ROTATED, Self::PERSIST];
+    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::PERSIST, Self::R232];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -144,6 +152,11 @@ impl BwdFa3D256Ordered {
             );
         }
         let main = spec(&ctx.arch(), p.attn.dtype, p16, trace);
+        let main = if self.0 == D256Det::R232 {
+            main.define("KILN_BWD_SPLIT_232", 1)
+        } else {
+            main
+        };
         let sched = Sched {
             det_writers: Some(WRITERS),
             det_trace,
@@ -201,6 +214,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::W2 => "bwd_fa3_d256_w2",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
             D256Det::Persist => "bwd_fa3_d256_w2_persist",
+            D256Det::R232 => "bwd_fa3_d256_w2_r232",
         }
     }
     fn summary(&self) -> &'static str {
@@ -208,6 +222,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
             D256Det::Persist => "bwd_fa3_d256_w2 persistent: one CTA a SM taking key blocks from a counter in the grid's order, the next block's loads under the current one's end",
+            D256Det::R232 => "bwd_fa3_d256_w2 at the persistent kernel's register split, 40 / 232 (a diagnostic of what the split costs)",
         }
     }
     fn rung(&self) -> u32 {
@@ -217,6 +232,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
                 D256Det::W2 => 0,
                 D256Det::Rotated => 1,
                 D256Det::Persist => 2,
+                D256Det::R232 => 3,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
@@ -275,12 +291,13 @@ mod tests {
             [
                 "bwd_fa3_d256_w2",
                 "bwd_fa3_d256_rotated",
-                "bwd_fa3_d256_w2_persist"
+                "bwd_fa3_d256_w2_persist",
+                "bwd_fa3_d256_w2_r232"
             ]
         );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 3);
+        assert_eq!(rungs.len(), 4);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -341,6 +358,7 @@ mod tests {
             spec("sm_90a", DTYPES[0], false, true),
         ];
         specs.extend(DTYPES.iter().map(|&dt| persist_spec("sm_90a", dt, false)));
+        specs.push(spec("sm_90a", DTYPES[0], false, false).define("KILN_BWD_SPLIT_232", 1));
         let label = specs[2].label();
         assert!(
             label.contains("KILN_D256_PERSIST=1")

@@ -109,7 +109,15 @@ constexpr bool DS_PACKED = KILN_BWD_DS_PACKED != 0;
 constexpr bool DS_PACKED = false;
 #endif
 static_assert(!DS_PACKED || (P_ROUNDED && KILN_IN == 0), "packed dSᵀ math from the rounded Pᵀ (128 rows a step), in bf16");
+// KILN_BWD_SPLIT_232 (the host's bwd_fa3_d256_w2_r232, a diagnostic, d256 only):
+// bwd_fa3_d256_persist's split (40 / 232, which its producer's loop over tiles needs) on w2's
+// walk, so that w2 at 232 registers says what that split costs w2_persist (ledger D92).
+#if defined(KILN_BWD_SPLIT_232)
+constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+static_assert(D == 256, "KILN_BWD_SPLIT_232: a d256 diagnostic");
+#else
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+#endif
 static_assert(D == 64 || D == 128 || (D == 256 && BN == 64),
               "head dim 64 or 128 (dK and dV of 64 keys x D in registers), or 256 at 64 keys a block (bwd_fa3_d256.cu)");
 // KILN_BWD_DET_WRITER 2 (the host's bwd_fa3_ordered_eager; bwd_fa3_lookahead.cu's walk only): in
@@ -157,8 +165,8 @@ constexpr int BWD_CLUSTER = KILN_BWD_CLUSTER;
 constexpr int BWD_CLUSTER = 1;
 #endif
 static_assert(BWD_CLUSTER == 1 || (BWD_CLUSTER == 2 && D == 256 && BM == 64 && !DET_WRITER), "a pair of CTAs at d256 only");
-static_assert(!D256_DET || (D == 256 && (BWD_CLUSTER == 1 || D256_WRITER)),
-              "KILN_D256_DET: bwd_fa3_d256.cu's ordered reduces (in pairs: the writers', bwd_d256_pair.cuh)");
+static_assert(!D256_DET || (D == 256 && BWD_CLUSTER == 1),
+              "KILN_D256_DET: bwd_fa3_d256.cu's ordered reduces, one CTA a cluster (the writers in pairs, bwd_fa3_d256_w2_pair, were deleted on 2026-12-01)");
 static_assert(KILN_DQ_SPLIT == 0 || KILN_DQ_SPLIT == 1 || (KILN_DQ_SPLIT == 2 && BM == 128),
               "dQ split over columns (0), keys (1) or, at 128 rows a step, query rows (2)");
 #if defined(KILN_BWD_WINDOW)
@@ -344,19 +352,6 @@ __device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArg
   return g;
 }
 
-// det_group for a pair of CTAs (BWD_CLUSTER 2, bwd_d256_pair.cuh): the pairs of the grid's order
-// in waves of det_sms / 2, a group the run of one (key/value head, batch)'s pairs in a wave, g0
-// and gn in pairs.
-__device__ __forceinline__ DetGroup pair_group(const BwdWalk& k, const AttnBwdArgs& p) {
-  const int n = gridDim.x >> 1, w = p.det_sms >> 1, base = n * (k.hk + (int)gridDim.y * k.b);
-  const int w0 = (base + (k.nb >> 1)) / w * w;
-  DetGroup g;
-  g.g0 = w0 > base ? w0 - base : 0;
-  g.gn = min(n, w0 + w - base) - g.g0;
-  g.gs = (p.sq + BM - 1) / BM / g.gn;
-  return g;
-}
-
 // DET_WRITER's walk: rotated under det_order 1 (a non-causal block's walk starts at 0); under
 // det_order 2 (causal) the key blocks in reverse (block x takes key block gridDim.x - 1 - x: the
 // shortest walks first), so that every block a block waits for (det_rank: the later key blocks)
@@ -377,15 +372,6 @@ __device__ __forceinline__ DetGroup pair_group(const BwdWalk& k, const AttnBwdAr
 // walk alone costs: its blocks sit on as many query tiles as are resident, where the
 // non-deterministic walk keeps a head's blocks on one).
 __device__ __forceinline__ BwdWalk det_walk(const AttnBwdArgs& p) {
-  if constexpr (BWD_CLUSTER > 1) {
-    // the pairs (bwd_d256_pair.cuh): as below with a pair (key blocks 2P, 2P + 1, CTA rank the
-    // low bit) for a block; no rotated diagnostic
-    const bool det = p.dq_sem != nullptr;
-    const int pairs = gridDim.x >> 1, pr = blockIdx.x >> 1, r = blockIdx.x & 1;
-    BwdWalk w = bwd_walk(p, 2 * (det && p.det_order == 2 ? pairs - 1 - pr : pr) + r);
-    if (det && p.det_order == 1) w.m_first = (pr - pair_group(w, p).g0) * pair_group(w, p).gs;
-    return w;
-  }
   const bool det = DET_ORDERED && (p.dq_sem != nullptr || (D256_DET && p.det_order == 1));
   const bool reversed = det && p.det_order == 2 && p.lpt_heads == 0;
   // (-1: the grid's order, or lpt_block's where p.lpt_heads is set)
@@ -783,8 +769,7 @@ __device__ __forceinline__ BwdSmem bwd_start(unsigned char* smem_raw, u32 off_ve
 // warp (TX_FIRST: bwd_produce's) and consumer c's consume(c, walk, smem). The warpgroup index is
 // broadcast (warpgroup_index), so that what the consumers derive from c is warp-uniform.
 // DET_WRITER, D256_WRITER: warps 1 and 2 of warpgroup 0 run write(walk, smem, writer) with writer
-// 0 and 1 (at the producer's registers; the second has work only with p.det_writers 2); with
-// D256_WRITER in clusters of two, warp 3 too, with writer 2.
+// 0 and 1 (at the producer's registers; the second has work only with p.det_writers 2).
 template <bool TX_FIRST, class Consume, class Write>
 __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec, u32 off_bars, const TmaMap* tq, const TmaMap* tk,
                                            const TmaMap* tv, const TmaMap* tdo, const TmaMap* extra, const AttnBwdArgs& p,
@@ -803,8 +788,8 @@ __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec,
     return;
   }
   const BwdWalk k = DET_ORDERED ? det_walk(p) : bwd_walk(p);
-  // (warps 1, 2 the writers; in d256's deterministic pairs warp 3 too, bwd_d256_pair.cuh's summer)
-  ws_roles<PRODUCER_REGS, CONSUMER_REGS, WRITER_WARPS ? (D256_WRITER && BWD_CLUSTER == 2 ? 128 : 96) : 32>(
+  // (warps 1, 2 the writers)
+  ws_roles<PRODUCER_REGS, CONSUMER_REGS, WRITER_WARPS ? 96 : 32>(
       warpgroup_index(),
       [&] {
         if (!WRITER_WARPS) {

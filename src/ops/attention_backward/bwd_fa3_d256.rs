@@ -96,18 +96,6 @@ impl D256 {
 /// others' sources stay as they were); `p16`: Pᵀ handed over in 16-bit pairs instead of fp32
 /// (`KILN_BWD_D256_P16`, the define `KILN_D256_P16`; the shared memory as in fp32).
 pub(super) fn spec(arch: &str, dtype: DType, v: D256, p16: bool) -> KernelSpec {
-    spec_with_smem(arch, dtype, v, p16, smem_bytes())
-}
-
-/// [`spec`] with `smem` bytes of shared memory (`bwd_fa3_d256_w2_pair`: its barriers past the
-/// others').
-pub(super) fn spec_with_smem(
-    arch: &str,
-    dtype: DType,
-    v: D256,
-    p16: bool,
-    smem: u32,
-) -> KernelSpec {
     let s = KernelSpec::new("attention/bwd_fa3_d256.cu", "attn_bwd_fa3_d256", arch)
         .define("KILN_IN", dtype.code())
         .define("KILN_D", DIM)
@@ -115,7 +103,7 @@ pub(super) fn spec_with_smem(
         .define("KILN_STAGES", STAGES)
         .define("KILN_DQ_SPLIT", 0)
         .define("KILN_D256_DQ", v.staged() as u32)
-        .define("KILN_SMEM", smem);
+        .define("KILN_SMEM", smem_bytes());
     let s = if v.cluster() > 1 {
         s.define("KILN_BWD_CLUSTER", v.cluster())
     } else {
@@ -179,44 +167,17 @@ pub(super) fn launch_staged(
     deterministic: bool,
     sched: Sched,
 ) -> Result<()> {
-    launch_staged_in(
-        name,
-        ctx,
-        p,
-        ops,
-        main,
-        deterministic,
-        sched,
-        1,
-        smem_bytes(),
-    )
-}
-
-/// [`launch_staged`] in clusters of `cluster` CTAs along the key blocks with `smem` bytes of
-/// shared memory (`bwd_fa3_d256_w2_pair`: 2, its barriers past the others').
-#[allow(clippy::too_many_arguments)]
-pub(super) fn launch_staged_in(
-    name: &str,
-    ctx: &Context,
-    p: &BackwardProblem,
-    ops: &BackwardOperands,
-    main: &KernelSpec,
-    deterministic: bool,
-    sched: Sched,
-    cluster: u32,
-    smem: u32,
-) -> Result<()> {
     launch_main(
         name,
         ctx,
         p,
         ops,
         main,
-        smem,
+        smem_bytes(),
         BN,
         Some(DQ_BOX_COLS),
         deterministic,
-        cluster,
+        1,
         None,
         sched,
     )

@@ -413,7 +413,7 @@ pub fn launch_tile_writers(
 /// non-deterministic, non-causal run on the rotated walks of the deterministic order
 /// (`bwd_fa3_d256_rotated`, a diagnostic: only the d256 ordered kernel reads it); `det_slots`,
 /// the CTAs resident at once that the deterministic order's waves count (`None`: the SMs, one CTA
-/// each; `bwd_fa3_d256_w2_pair`: twice the clusters of two the driver fits at once).
+/// each; no version sets it since `bwd_fa3_d256_w2_pair`'s deletion on 2026-12-01).
 #[derive(Debug, Clone, Copy)]
 pub struct Sched {
     pub split: Option<TailPlan>,

@@ -234,7 +234,8 @@ constexpr int TILES = KILN_GEMV_TILES;
 static_assert(TILES == 1 || (TILES == 2 && kXswz && NF == 1), "two row tiles are the swizzled X ring's, M up to 8");
 // the tiled GEMV layout (KILN_GEMV_TILED): read by the swizzled X rings on the GEMV layout
 constexpr bool kTiled = KILN_GEMV_TILED == 1;
-static_assert(!kTiled || (kXswz && kPacked), "the tiled GEMV layout is the pack X rings'");
+static_assert(!kTiled || (kXswz && kPacked) || (kLean && kPacked && !kLean1),
+              "the tiled GEMV layout is the pack rings' (the X rings and lean)");
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -631,6 +632,46 @@ __device__ __forceinline__ void copy_lean_bounded(u32 dst, const GemvArgs& a, co
                "r"(in ? 8 : 0));
 }
 
+// The lean ring's copies of stage `stage` on the tiled GEMV layout (kTiled): the slot holds the
+// stage's two steps as the async ring's steps, step u at 1,152 u (row r's codes at 64 r, then
+// 8 scale bytes a row at 1,024), the tile's bytes as they lie. A whole tile's stage is 2 KB of
+// codes and 256 bytes of scales, each contiguous: lane L copies 16 bytes at 16 L and 512 + 16 L
+// of each step's codes, lanes 0-15 16 bytes of the scales (4 + 1 copies a lane, the row layout's
+// count, but 4 lines of 128 bytes an instruction and 2 for the scales where the rows gave 16
+// pieces of 16 bytes); a one-step last stage copies its first step only. A partial tile (rows
+// past N; row by row in memory) copies the same slot positions from its rows, bounded and
+// zero-filled. No commit.
+__device__ __forceinline__ void copy_lean_tiled(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const u8* wl,
+                                                const u8* sl, int row0, int lane, int stage, int steps, bool whole) {
+  const bool two = (stage + 1) * LEAN_STEPS <= steps;  // warp-uniform
+  if (whole) {
+    const u8* src = wl + (i64)stage * (LEAN_STEPS * RING_CODES);
+    cp_async16_full(dst + 16 * lane, src);
+    cp_async16_full(dst + 512 + 16 * lane, src + 512);
+    if (two) {
+      cp_async16_full(dst + RING_STEP + 16 * lane, src + RING_CODES);
+      cp_async16_full(dst + RING_STEP + 512 + 16 * lane, src + RING_CODES + 512);
+    }
+    // scales: lane L < 8 (16 with two steps) the 16 bytes at 16 L, step L / 8's rows 2 (L % 8)..
+    if (lane < (two ? 16 : 8))
+      cp_async16_full(dst + RING_STEP * (lane / 8) + RING_CODES + 16 * (lane % 8),
+                      sl + (i64)stage * (LEAN_STEPS * (RING_STEP - RING_CODES)));
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // step i / 2, row lane / 4 + 8 (i % 2), chunk lane % 4
+      const int r = lane / 4 + 8 * (i % 2), row = row0 + r, step = stage * LEAN_STEPS + i / 2;
+      const bool in = row < a.n && step < steps;
+      const u8* src = in ? w + (i64)row * (a.k / 2) + (i64)step * (STEP / 2) + 16 * (lane % 4) : w;
+      cp_async16_zfill(dst + RING_STEP * (i / 2) + 512 * (i % 2) + 16 * lane, src, in ? 16 : 0);
+    }
+    const int r = lane % 16, row = row0 + r, step = stage * LEAN_STEPS + lane / 16;
+    const bool in = row < a.n && step < steps;
+    const u8* src = in ? s + (i64)row * (a.k / 16) + (i64)step * (STEP / 16) : s;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + RING_STEP * (lane / 16) + RING_CODES + 8 * r),
+                 "l"(src), "r"(in ? 8 : 0));
+  }
+}
+
 // The lean ring's copies of stage `stage` (steps 2 stage, 2 stage + 1) into slot `dst`: codes of
 // row r at dst + 128 r, its 16-byte chunk c at 16 (c ^ 4 (r & 1)) (the wide ring's conflict-free
 // order); scales of row r, step u at dst + LEAN_CODES + 16 r + 8 u. Lane L copies chunk L % 8 of
@@ -640,7 +681,9 @@ __device__ __forceinline__ void copy_lean_bounded(u32 dst, const GemvArgs& a, co
 // bounded and zero-filled. One commit group per call, empty past the warp's last stage.
 __device__ __forceinline__ void issue_lean(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const u8* wl,
                                            const u8* sl, int row0, int lane, int stage, int steps, bool fast) {
-  if (stage * LEAN_STEPS < steps) {  // warp-uniform
+  if (kTiled && stage * LEAN_STEPS < steps) {  // warp-uniform; `fast`: the tile is whole
+    copy_lean_tiled(dst, a, w, s, wl, sl, row0, lane, stage, steps, fast);
+  } else if (stage * LEAN_STEPS < steps) {  // warp-uniform
     const int c = lane % 8, hi = (lane / 8) & 1;
     const u32 wdst = dst + (lane / 8) * 128 + 16 * (c ^ (hi << 2));
     const i64 row4 = (i64)4 * (a.k / 2);
@@ -696,7 +739,11 @@ __device__ __forceinline__ void store_lean_x(u32 dst, const u32x4 (&xr)[LEAN_MAX
 // Step u of a landed lean stage (read_ring) and X's 32 elements of column g from the stage's X
 // slot (rows of X below M only: `xin`).
 __device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, u32 xsrc, int g, int q, int u, bool xin) {
-  read_ring<LEAN_STEPS>(st, src, g, q, u);
+  if constexpr (kTiled) {
+    read_step(st, src + RING_STEP * u, g, q);  // copy_lean_tiled's slot: two async-ring steps
+  } else {
+    read_ring<LEAN_STEPS>(st, src, g, q, u);
+  }
   if (xin) {
     const u32 xa = xsrc + 512 * g + 256 * u + 64 * q;
 #pragma unroll
@@ -733,10 +780,17 @@ __device__ __forceinline__ void lean_kloop(Acc& acc, const GemvArgs& a, const u8
   const int wr = min(row0 + lane / 8, a.n - 1), sr = min(row0 + lane / 2, a.n - 1);
   const u8* wl = w + (i64)wr * (a.k / 2) + 16 * (lane % 8);
   const u8* sl = s + (i64)sr * (a.k / 16) + 8 * (lane % 2);
+  if constexpr (kTiled) {
+    // the tile's stages from its first byte (a whole tile only reads these; lanes 16-31 keep a
+    // scale source inside the tile, never copied)
+    wl = w + (i64)min(row0, a.n - 1) * (a.k / 2) + 16 * lane;
+    sl = s + (i64)min(row0, a.n - 1) * (a.k / 16) + 16 * (lane % 16);
+  }
   const bf16* xl = x + 8 * lane;
   const bool xin = g < m_rows;
   const auto stage_of = [&](int j) { return warp + j * warps; };
-  const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+  // tiled: a whole tile's stages are copied from the lane's sources, a one-step last stage too
+  const auto fast = [&](int stage) { return rows_in && (kTiled || (stage + 1) * LEAN_STEPS <= steps); };
   u32x4 xr[LEAN_MAX_M];
   if constexpr (kPdl && kXfirst) grid_dependency_wait();  // X first: nothing ahead of the wait
   if constexpr (kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);  // ahead of the weights

@@ -32,3 +32,31 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_gemv_pack(const u32x4* s
     dst[i] = u32x4{gemv_word(v.x), gemv_word(v.y), gemv_word(v.z), gemv_word(v.w)};
   }
 }
+
+// The GEMV layout tiled (the host's tile_gemv_layout of pack_gemv_codes, bit for bit): in each
+// [n, K] block of a [rows, K] matrix, a full 16-row tile holds its codes step by step (step s of
+// 128 K: the tile's 16 rows x 64 bytes at 1,024 s from its first byte) and its scales likewise
+// (16 rows x 8 bytes at 128 s), each code word through gemv_word; a partial last tile keeps its
+// rows as they are. Bytes move between rows, so `dst` is another buffer than `src`. One thread a
+// 16-byte chunk of codes or an 8-byte step of a row's scales, grid-stride; once per weight.
+extern "C" __global__ void __launch_bounds__(256)
+    nvfp4_gemv_tile(const u32x4* codes, const uint2* scales, u32x4* dcodes, uint2* dscales, u64 rows, u64 n, u64 k) {
+  const u64 row_chunks = k / 32, row_steps = k / 128;  // a row's 16-byte code chunks, 8-byte scale steps
+  const u64 n16 = rows * row_chunks, total = n16 + rows * row_steps;
+  for (u64 i = (u64)blockIdx.x * 256 + threadIdx.x; i < total; i += (u64)gridDim.x * 256) {
+    const bool code = i < n16;
+    const u64 j = code ? i : i - n16, per_row = code ? row_chunks : row_steps;
+    const u64 row = j / per_row, c = j % per_row, rb = row % n, r = rb % 16;
+    const bool full = rb - r + 16 <= n;  // the row's tile is whole inside its block
+    const u64 tile = (row - r) * per_row;  // the tile's first unit
+    if (code) {
+      // chunk c of the row: step c / 4, its 16 bytes c % 4; a step's tile region is 64 chunks
+      const u64 to = full ? tile + 64 * (c / 4) + 4 * r + c % 4 : j;
+      const u32x4 v = codes[j];
+      dcodes[to] = u32x4{gemv_word(v.x), gemv_word(v.y), gemv_word(v.z), gemv_word(v.w)};
+    } else {
+      // step c's 8 scale bytes of the row; a step's tile region is 16 of them
+      dscales[full ? tile + 16 * c + r : j] = scales[j];
+    }
+  }
+}

@@ -18,6 +18,7 @@ use crate::ops::fp4::nvfp4_gemv::{self, GemvOperands, GemvProblem};
 use crate::ops::fp4::nvfp4_gemv_pack;
 use crate::ops::fp4::{dequantize_into, quantize, Fp4Format, Fp4View};
 use crate::ops::gemm::DType;
+use crate::overrides::Fp4Gemv;
 use crate::reference::fp4 as reference;
 
 /// The bound on ‖y − round(ref)‖ / ‖ref‖ for the GEMV: what fp32 accumulation may add to the
@@ -357,7 +358,8 @@ pub struct GemvWeights {
     /// prepack); `codes` stay standard.
     packed: bool,
     /// The device codes and scales are the GEMV layout tiled (`KILN_FP4_GEMV=packt`, tiled on
-    /// the host from the CPU's GEMV layout); `codes` and `scales` stay standard.
+    /// the host from the CPU's GEMV layout; `tiled`, written by kiln's device kernel from the
+    /// standard ones, which the judge holds to the CPU's); `codes` and `scales` stay standard.
     tiled: bool,
 }
 
@@ -377,7 +379,22 @@ impl GemvWeights {
             .collect();
         let packed = nvfp4_gemv::gemv_layout_asked(ctx, p);
         let tiled = nvfp4_gemv::gemv_layout_tiled(ctx, p);
-        let (dc, ds) = if tiled {
+        let (dc, ds) = if tiled && ctx.overrides.moe.fp4_gemv == Fp4Gemv::Tiled {
+            // kiln's own tiling on the GPU, from the standard codes and scales
+            let (sc, ss) = (
+                DeviceBuffer::from_host(&codes)?,
+                DeviceBuffer::from_host(&scales)?,
+            );
+            // poisoned: a byte the tiling misses shows in the judge's comparison
+            let (dc, ds) = (
+                DeviceBuffer::new(codes.len())?,
+                DeviceBuffer::new(scales.len())?,
+            );
+            dc.fill_bytes(0xA5, ctx)?;
+            ds.fill_bytes(0xA5, ctx)?;
+            nvfp4_gemv_pack::to_gemv_layout_tiled(ctx, p.n, p.batch, p.k, &sc, &ss, &dc, &ds)?;
+            (dc, ds)
+        } else if tiled {
             let (c, s) = Self::tiled_layout(p, &codes, &scales);
             (DeviceBuffer::from_host(&c)?, DeviceBuffer::from_host(&s)?)
         } else {
@@ -528,12 +545,18 @@ impl Check for GemvProblem {
         // the GPU's prepack into the GEMV layout, byte for byte the CPU's
         let layout_bad = if w.packed {
             let dev: Vec<u8> = w.dc.download(w.codes.len())?;
-            let want = if w.tiled {
-                GemvWeights::tiled_layout(p, &w.codes, &w.scales).0
+            let (want, want_scales) = if w.tiled {
+                GemvWeights::tiled_layout(p, &w.codes, &w.scales)
             } else {
-                nvfp4_gemv::pack_gemv_codes(&w.codes)
+                (nvfp4_gemv::pack_gemv_codes(&w.codes), w.scales.clone())
             };
+            let dev_scales: Vec<u8> = w.ds.download(w.scales.len())?;
             dev.iter().zip(&want).filter(|(a, b)| a != b).count()
+                + dev_scales
+                    .iter()
+                    .zip(&want_scales)
+                    .filter(|(a, b)| a != b)
+                    .count()
         } else {
             0
         };
@@ -541,7 +564,9 @@ impl Check for GemvProblem {
         o.mismatches = nan + layout_bad;
         o.passed = nan == 0 && layout_bad == 0 && o.rel_error <= GEMV_BOUND;
         o.message = if layout_bad > 0 {
-            format!("{layout_bad} code bytes of the GPU's GEMV layout differ from the CPU's")
+            format!(
+                "{layout_bad} code and scale bytes of the GPU's GEMV layout differ from the CPU's"
+            )
         } else if nan > 0 {
             format!("{nan} outputs not written or not finite")
         } else if o.passed {
@@ -578,6 +603,14 @@ pub fn gemv_suite(quick: bool) -> Vec<GemvProblem> {
         // `pack`'s two-tile form (G20: at least 16 steps of K a warp, here 192 steps over 12
         // warps): a last 32-row CTA whose first tile is whole and second ragged (rows 80..87)
         GemvProblem::new(3, 88, 24576, DType::Bf16),
+        // M 1 on the GEMV layout tiled (`tiled`: the lean ring, G60): two [200, 1152] blocks,
+        // each with 12 whole tiles and a ragged 13th (the bounded copies) and 9 steps (a last
+        // stage of one step in a whole tile); the device tiling starts the second block's tiles
+        // at its row 200
+        GemvProblem {
+            batch: 2,
+            ..GemvProblem::new(1, 200, 1152, DType::Bf16)
+        },
     ];
     if !quick {
         v.extend([

@@ -363,7 +363,8 @@ pub(super) static KNOBS: &[Knob] = &[
              a warp gets 16 steps of K or more; `packsync` with the first stages asked for in \
              order, `pack1` with lean1's stage at M 1 and the one-tile xswz at every shape above, `packt` with \
              the one-tile xswz at every M, xswz2 where pack takes it, on the GEMV layout tiled, a \
-             step's codes and scales contiguous), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
+             step's codes and scales contiguous; `tiled` packt's rings above M 1 and lean at M 1 on the \
+             tiled layout, written on the device), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
              of 128"
                 .into()
         },
@@ -384,6 +385,7 @@ pub(super) static KNOBS: &[Knob] = &[
                 "packsync" => Some(Fp4Gemv::Packsync),
                 "pack1" => Some(Fp4Gemv::Pack1),
                 "packt" => Some(Fp4Gemv::Packt),
+                "tiled" => Some(Fp4Gemv::Tiled),
                 "xswz2" => Some(Fp4Gemv::Xswz2),
                 _ => None,
             };

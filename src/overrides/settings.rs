@@ -624,6 +624,12 @@ pub enum Fp4Gemv {
     /// `Pack`'s write 32 (ncu, 4x8192x8192: every excess wavefront of the M 4 loop is a copy's;
     /// docs/fp4.md G50, G52). Standard codes run what `Pack` runs on them.
     Packt,
+    /// `Packt`'s rings at M 2-16 and the `Lean` ring at M 1, all on the GEMV layout tiled,
+    /// which `fp4 verify` and `fp4 bench --gemv` write on the device under this knob
+    /// (`nvfp4_gemv_pack::to_gemv_layout_tiled`): lean's 2-step stage of a whole tile is 2 KB
+    /// of codes and 256 bytes of scales, each contiguous (docs/fp4.md G60). The candidate for
+    /// the one GEMV layout.
+    Tiled,
     /// `Pack` with the rings' first stages asked for in order across each CTA (a barrier after
     /// each warp's stage j), so that the first stages are not served behind the second and
     /// third. Verified, no faster than `Pack` on the H200 (docs/fp4.md G11).

@@ -394,6 +394,15 @@ pub fn spec_packt2(arch: &str) -> KernelSpec {
         .define("KILN_GEMV_TILED", 1)
 }
 
+/// `KILN_FP4_GEMV=tiled` at M 1 (off; compiled only when asked for): the lean ring on the GEMV
+/// layout tiled, a stage's two steps of a whole tile copied as 2 KB of codes and 256 bytes of
+/// scales, each contiguous, into two async-ring steps (docs/fp4.md G60).
+pub fn spec_tiled_lean(arch: &str) -> KernelSpec {
+    spec_lean(arch)
+        .define("KILN_GEMV_PACKED", 1)
+        .define("KILN_GEMV_TILED", 1)
+}
+
 /// Where the swizzled X ring puts X's 16-byte chunk `c` (0..15) of a row: the kernel's
 /// `xr_chunk`.
 pub fn xswz_chunk(c: usize) -> usize {
@@ -470,12 +479,22 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt, 1) => {
-                Fp4Gemv::Lean
-            }
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt, _) => {
-                Fp4Gemv::Xswz
-            }
+            (
+                Fp4Gemv::Pack
+                | Fp4Gemv::Packsync
+                | Fp4Gemv::Pack1
+                | Fp4Gemv::Packt
+                | Fp4Gemv::Tiled,
+                1,
+            ) => Fp4Gemv::Lean,
+            (
+                Fp4Gemv::Pack
+                | Fp4Gemv::Packsync
+                | Fp4Gemv::Pack1
+                | Fp4Gemv::Packt
+                | Fp4Gemv::Tiled,
+                _,
+            ) => Fp4Gemv::Xswz,
             (a, _) => a,
         };
         match asked {
@@ -507,8 +526,9 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (Ker
     let nf = if m > 8 { 2 } else { 1 };
     match path {
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
-        Fp4Gemv::Packt if two => (spec_packt2(arch), warps * xswz2_warp_bytes(m)),
-        Fp4Gemv::Packt => (spec_packt(arch, nf), warps * xswz_warp_bytes(m)),
+        Fp4Gemv::Packt | Fp4Gemv::Tiled if two => (spec_packt2(arch), warps * xswz2_warp_bytes(m)),
+        Fp4Gemv::Tiled if m == 1 => (spec_tiled_lean(arch), warps * lean_warp_bytes(m)),
+        Fp4Gemv::Packt | Fp4Gemv::Tiled => (spec_packt(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
@@ -607,14 +627,15 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
     matches!(
         ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt | Fp4Gemv::Tiled
     ) && p.takes_gemv_layout()
 }
 
 /// Whether the caller should hold the GEMV layout tiled ([`tile_gemv_layout`], codes and
-/// scales): `KILN_FP4_GEMV=packt` where [`gemv_layout_asked`].
+/// scales): `KILN_FP4_GEMV=packt` or `tiled` where [`gemv_layout_asked`].
 pub fn gemv_layout_tiled(ctx: &Context, p: &GemvProblem) -> bool {
-    ctx.overrides.moe.fp4_gemv == Fp4Gemv::Packt && gemv_layout_asked(ctx, p)
+    matches!(ctx.overrides.moe.fp4_gemv, Fp4Gemv::Packt | Fp4Gemv::Tiled)
+        && gemv_layout_asked(ctx, p)
 }
 
 /// [`launch`] for codes in the GEMV layout ([`pack_gemv_codes`] of the standard codes; the
@@ -630,7 +651,7 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
         )));
     }
     let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt) => a,
+        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt | Fp4Gemv::Tiled) => a,
         _ => Fp4Gemv::Pack,
     };
     launch_on(ctx, p, ops, path)
@@ -639,13 +660,18 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
     // pack (and packt): the two-tile X ring where a warp's share of K is long (G19, G20)
-    let two = matches!(path, Fp4Gemv::Pack | Fp4Gemv::Packt) && p.two_tiles_pay(sms);
+    let two =
+        matches!(path, Fp4Gemv::Pack | Fp4Gemv::Packt | Fp4Gemv::Tiled) && p.two_tiles_pay(sms);
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packt if two => p.xswz2_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt => p.xswz_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packt | Fp4Gemv::Tiled if two => p.xswz2_warps(sms),
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Tiled if p.m == 1 => {
+            p.lean_warps(sms)
+        }
+        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt | Fp4Gemv::Tiled => {
+            p.xswz_warps(sms)
+        }
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
@@ -1328,10 +1354,11 @@ mod tests {
                 with_pdl(spec_packt("sm_90a", 1)),
                 with_pdl(spec_packt("sm_90a", 2)),
                 with_pdl(spec_packt2("sm_90a")),
+                with_pdl(spec_tiled_lean("sm_90a")),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            let most = [112, 80, 80, 112, 80, 112, 80, 80, 80, 80];
+            let most = [112, 80, 80, 112, 80, 112, 80, 80, 80, 80, 112];
             for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
@@ -1349,6 +1376,7 @@ mod tests {
             assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Packt), standard, "M {m} K {k}");
+            assert_eq!(p.path(Fp4Gemv::Tiled), standard, "M {m} K {k}");
         }
     }
 

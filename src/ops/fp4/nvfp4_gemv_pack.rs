@@ -91,6 +91,91 @@ pub fn to_gemv_layout(
     ctx.synchronize()
 }
 
+/// The device kernel that writes codes and scales in the GEMV layout tiled
+/// (`kernels/gemm/nvfp4_gemv_pack.cu`'s `nvfp4_gemv_tile`; compiled only when asked for).
+pub fn spec_gemv_tile(arch: &str) -> KernelSpec {
+    KernelSpec::new("gemm/nvfp4_gemv_pack.cu", "nvfp4_gemv_tile", arch)
+}
+
+/// The standard codes and scales of `batch` NVFP4 [n, K] blocks (in `src`, `src_scales`)
+/// written into `dst`, `dst_scales` in the GEMV layout tiled, bit for bit
+/// [`tile_gemv_layout`] of [`pack_gemv_codes`]: each word's bits placed for the GEMV's decode,
+/// and in each full 16-row tile a step's codes (1 KB) and scales (128 bytes) contiguous, step
+/// after step. Bytes move between rows, so the destinations are other buffers than the sources.
+/// Returns once they are written (a load-time step; see [`to_gemv_layout`]).
+#[allow(clippy::too_many_arguments)]
+pub fn to_gemv_layout_tiled(
+    ctx: &Context,
+    n: usize,
+    batch: usize,
+    k: usize,
+    src: &DeviceBuffer,
+    src_scales: &DeviceBuffer,
+    dst: &DeviceBuffer,
+    dst_scales: &DeviceBuffer,
+) -> Result<()> {
+    let rows = n * batch;
+    check_gemv_layout(rows, k, src, dst)?;
+    let scale_bytes = rows * k / 16;
+    for (name, b) in [
+        ("the scales", src_scales),
+        ("the GEMV-layout scales", dst_scales),
+    ] {
+        if b.bytes() < scale_bytes {
+            return Err(Error::invalid(format!(
+                "{name} hold {} bytes; a [{rows}, {k}] NVFP4 matrix has {scale_bytes}",
+                b.bytes()
+            )));
+        }
+        if !b.ptr().is_multiple_of(16) {
+            return Err(Error::invalid(format!(
+                "{name} must start on a 16-byte boundary (the kernel's vector loads)"
+            )));
+        }
+    }
+    let overlap = |a: &DeviceBuffer, la: usize, b: &DeviceBuffer, lb: usize| {
+        a.ptr() < b.ptr() + lb as u64 && b.ptr() < a.ptr() + la as u64
+    };
+    let code_bytes = rows * k / 2;
+    let srcs = [(src, code_bytes), (src_scales, scale_bytes)];
+    let dsts = [(dst, code_bytes), (dst_scales, scale_bytes)];
+    if srcs
+        .iter()
+        .any(|&(a, la)| dsts.iter().any(|&(b, lb)| overlap(a, la, b, lb)))
+    {
+        return Err(Error::invalid(
+            "the tiled GEMV layout moves bytes between rows: write it into buffers other than \
+             the standard codes and scales",
+        ));
+    }
+    let f = ctx.function(&spec_gemv_tile(&ctx.arch()))?;
+    let units = rows * k / 32 + rows * k / 128;
+    let (mut s, mut ss, mut d, mut ds) = (src.ptr(), src_scales.ptr(), dst.ptr(), dst_scales.ptr());
+    let (mut r, mut nn, mut kk) = (rows as u64, n as u64, k as u64);
+    let blocks = units
+        .div_ceil(256)
+        .clamp(1, 8 * ctx.info.sm_count.max(1) as usize);
+    // SAFETY: the kernel takes (const u32x4*, const uint2*, u32x4*, uint2*, u64, u64, u64) in
+    // this order and touches the first rows x K / 2 code bytes and rows x K / 16 scale bytes of
+    // each pair, which the checks above proved inside the buffers, aligned and not overlapping.
+    unsafe {
+        f.launch(
+            ctx.stream,
+            &LaunchConfig::simple((blocks as u32, 1, 1), 256),
+            &mut [
+                &mut s as *mut u64 as *mut c_void,
+                &mut ss as *mut u64 as *mut c_void,
+                &mut d as *mut u64 as *mut c_void,
+                &mut ds as *mut u64 as *mut c_void,
+                &mut r as *mut u64 as *mut c_void,
+                &mut nn as *mut u64 as *mut c_void,
+                &mut kk as *mut u64 as *mut c_void,
+            ],
+        )
+    }?;
+    ctx.synchronize()
+}
+
 /// Where the GEMV layout puts each bit of a standard word: bit 4j + b (code j's bit b) goes to
 /// `GEMV_BIT[4j + b]`. Code j is half j % 2 of pair j / 2, so that a pair is two neighbouring
 /// elements of K and the mma's B pair a word of X as it lies in memory.
@@ -212,7 +297,10 @@ mod tests {
     #[test]
     fn the_gemv_layout_kernel_compiles_and_refuses_what_the_gemv_cannot_read() {
         if crate::jit::testing::nvrtc_here() {
-            crate::jit::testing::assert_compile_clean(&[spec_gemv_layout("sm_90a")]);
+            crate::jit::testing::assert_compile_clean(&[
+                spec_gemv_layout("sm_90a"),
+                spec_gemv_tile("sm_90a"),
+            ]);
         }
         // SAFETY: never dereferenced: the checks look at the sizes and addresses only.
         let b = |ptr: u64, bytes: usize| unsafe { DeviceBuffer::borrowed(ptr, bytes) };

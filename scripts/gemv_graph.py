@@ -43,9 +43,10 @@ for m, n, k in shapes:
     torch.cuda.synchronize()
     rel = ((b.float() - ref).norm() / ref.norm()).item()
     same = torch.equal(a, b)
-    direct = torch.equal(kiln.fp4.quantize_nvfp4(wb, layout="gemv").codes, qg.codes)
+    qd = kiln.fp4.quantize_nvfp4(wb, layout="gemv")
+    direct = torch.equal(qd.codes, qg.codes) and torch.equal(qd.scales, qg.scales)
     print(f"{m}x{n}x{k}: GEMV layout relative error {rel:.2e} against the f32 product of the dequantised weights; "
-          f"bitwise equal to the standard codes' output: {same}; quantize_nvfp4(layout='gemv') the same codes: {direct}", flush=True)
+          f"bitwise equal to the standard codes' output: {same}; quantize_nvfp4(layout='gemv') the same codes and scales: {direct}", flush=True)
     for name, w0 in [("standard", q), ("gemv layout", qg)]:
         ws = [kiln.fp4.Nvfp4Tensor(w0.codes.clone(), w0.scales.clone(), w0.tensor_scale, layout=w0.layout) for _ in range(G)]
         outs = [torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(G)]

@@ -87,27 +87,18 @@
 // the reads of an 8-lane phase, the copies and the permutes hit the 32 banks once.
 //
 // KILN_GEMV_PACKED = 1 with 3, or with 4 and KILN_GEMV_XSWZ (`KILN_FP4_GEMV=pack`: auto's
-// lean at M 1 and xswz above, each reading codes in the GEMV layout (`pack_gemv_codes` on the host: the same 8 codes a 32-bit word, their 32 bits placed
-// so that each pair decodes with fewer instructions). The standard word decodes a pair with a
+// lean at M 1 and xswz above, each reading codes in the GEMV layout (`gemv_layout` on the host, `to_gemv_layout` on
+// the device: the same 8 codes a 32-bit word, their 32 bits placed so that each pair decodes
+// with fewer instructions, and the words tiled, below). The standard word decodes a pair with a
 // mask, a multiply and a mask (plus a shift shared by two pairs): 13 instructions a word. In
 // the GEMV layout pair 0 is already at its bf16 bits (one mask), pairs 1 and 2 one rotation
 // away (rotation, mask), and pair 3 is split over two rotations (two rotations, a mask, a
 // select): 9 a word, 32 fewer a step. The pairs, their bf16 bits and everything after are
 // the ring's own.
 //
-// KILN_GEMV_ORDERED = 1 with KILN_GEMV_PACKED (`KILN_FP4_GEMV=packsync`): the pack path with the
-// ring's first stages asked for in order across the CTA (a barrier after each warp's stage j).
-// The profile of lean at M 1 had every warp waiting ~3.2 us for its first stage (17.7 % of the
-// stall samples), the time the DRAM takes to serve every warp's first three stages (13.5 MB)
-// when they come in no order and a stage is ready only when its last line is. If the memory
-// system serves requests roughly in the order they were made, the CTAs' first stages (4.7 MB)
-// land first (~1.8 us) and the rest behind them while the first is decoded.
-//
-// KILN_GEMV_EAGER = 1 with KILN_GEMV_LEAN1 and KILN_GEMV_PACKED (`KILN_FP4_GEMV=pack1` at M 1):
-// lean1's lighter stage (M 1 at compile time, slots stepped around the ring, read offsets kept;
-// ~10 % fewer instructions a stage than lean) on codes in the GEMV layout, with lean's start
-// (the ring filled at once) instead of the lazy one, which only moved the first wait to the
-// second stage (G9).
+// `packsync` (the first stages asked for in order across the CTA, G11) and `pack1` (lean1's
+// stage on the GEMV layout, G12), neither faster, went with the row-by-row GEMV layout
+// (2026-12-01, G61).
 //
 // KILN_GEMV_PDL = 1 (`KILN_FP4_GEMV_PDL=1`): the kernel is launched as a programmatic dependent
 // of the one before it and releases its own dependents as it starts, so that back-to-back
@@ -141,9 +132,8 @@
 // from X's shared load to the mma) and the lean ring stores X as it loads it. At M 4 the X
 // ring's step is ~209 instructions (SASS, NVRTC 13.0), the two-tile ring's ~177 a tile-step.
 //
-// KILN_GEMV_TILED = 1 with KILN_GEMV_PACKED and a swizzled X ring, one tile or two
-// (`KILN_FP4_GEMV=packt`, off; G52): the GEMV layout tiled, so that a step's copies read whole
-// 128-byte lines. ncu's source counters of the X ring at 4x8192x8192 (G50): its shared loads
+// The GEMV layout is tiled (G52 as `packt`, the one layout from 2026-12-01, G61: every
+// KILN_GEMV_PACKED ring reads it), so that a step's copies read whole 128-byte lines. ncu's source counters of the X ring at 4x8192x8192 (G50): its shared loads
 // are conflict-free, and every excess wavefront is a copy's write, one wavefront a source line:
 // the codes' copy (8 rows x 64 bytes) 8 for 512 bytes, the scales' (16 rows x 8 bytes) 16 for
 // 128, 23 of a warp step's 66. In the tiled layout the full 16-row tiles of each [N, K] block
@@ -152,7 +142,9 @@
 // it was (the bounded copies read it). A lane copies 16 bytes at 16 L and 512 + 16 L of the
 // step's codes, from one source with an immediate offset, and lanes 0-7 16 bytes of its scales:
 // 9 wavefronts a step's weights where 32 were. A two-tile CTA whose second tile is partial
-// copies its first tiled, its second bounded, row by row.
+// copies its first tiled, its second bounded, row by row. The lean ring (M 1) copies a whole
+// tile's 2-step stage, 2 KB of codes and 256 bytes of scales, each contiguous, into two
+// async-ring steps (copy_lean_tiled; G60).
 //
 // KILN_GEMV_XFIRST = 1 with 3 (`KILN_FP4_GEMV=leanx`): the lean ring with each warp's first X
 // load issued before its ring's first weight copies. ncu (H200, M 1): 21.7 % of the lean ring's
@@ -182,12 +174,6 @@
 #if !defined(KILN_GEMV_PACKED)
 #define KILN_GEMV_PACKED 0
 #endif
-#if !defined(KILN_GEMV_ORDERED)
-#define KILN_GEMV_ORDERED 0
-#endif
-#if !defined(KILN_GEMV_EAGER)
-#define KILN_GEMV_EAGER 0
-#endif
 #if !defined(KILN_GEMV_PDL)
 #define KILN_GEMV_PDL 0
 #endif
@@ -196,9 +182,6 @@
 #endif
 #if !defined(KILN_GEMV_TILES)
 #define KILN_GEMV_TILES 1
-#endif
-#if !defined(KILN_GEMV_TILED)
-#define KILN_GEMV_TILED 0
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
@@ -217,24 +200,19 @@ static_assert(!kXfirst || kLean, "X first is the lean ring's");
 constexpr bool kLean1 = KILN_GEMV_LEAN1 == 1;
 static_assert(!kLean1 || (kLean && !kXfirst), "lean1 is the lean ring's, compiled for M 1");
 constexpr bool kPacked = KILN_GEMV_PACKED == 1;
-static_assert(!kPacked || (kLean && !kXfirst) || kXswz, "the GEMV layout is read by lean, lean1 and xswz");
+static_assert(!kPacked || (kLean && !kXfirst && !kLean1) || kXswz, "the GEMV layout is read by lean and xswz");
 // the GEMV layout's adjacent pairs: X's words are the mma's B pairs as they are in memory
 constexpr bool kPairs = kPacked;
 // the paths whose ring holds X's pairs already in the mma's order (no byte permutes in a step)
 constexpr bool kXsorted = kLean || kXstage || kPairs;
-constexpr bool kEager = KILN_GEMV_EAGER == 1;
-static_assert(!kEager || kLean1, "the eager start is lean1's");
-// lean1's lazy start (its first stage alone), unless eager: the ring filled at once as lean's
-constexpr bool kLazy = kLean1 && !kEager;
-constexpr bool kOrdered = KILN_GEMV_ORDERED == 1;
-static_assert(!kOrdered || kPacked, "the ordered start is the pack path's");
+// lean1's lazy start (its first stage alone)
+constexpr bool kLazy = kLean1;
 constexpr bool kPdl = KILN_GEMV_PDL == 1;
 // 16-row tiles of W a CTA (KILN_GEMV_TILES): 2 only on the swizzled X ring at M up to 8
 constexpr int TILES = KILN_GEMV_TILES;
 static_assert(TILES == 1 || (TILES == 2 && kXswz && NF == 1), "two row tiles are the swizzled X ring's, M up to 8");
-// the tiled GEMV layout (KILN_GEMV_TILED): read by the swizzled X rings on the GEMV layout
-constexpr bool kTiled = KILN_GEMV_TILED == 1;
-static_assert(!kTiled || (kXswz && kPacked), "the tiled GEMV layout is the pack X rings'");
+// the GEMV layout is tiled (G61): a whole 16-row tile's step of codes and scales contiguous
+constexpr bool kTiled = kPacked;
 
 static_assert(!kLean || NF == 1, "the lean ring holds X of at most 4 rows: one mma column tile");
 constexpr int RING = 8;                          // async: steps a warp's ring holds
@@ -631,6 +609,46 @@ __device__ __forceinline__ void copy_lean_bounded(u32 dst, const GemvArgs& a, co
                "r"(in ? 8 : 0));
 }
 
+// The lean ring's copies of stage `stage` on the tiled GEMV layout (kTiled): the slot holds the
+// stage's two steps as the async ring's steps, step u at 1,152 u (row r's codes at 64 r, then
+// 8 scale bytes a row at 1,024), the tile's bytes as they lie. A whole tile's stage is 2 KB of
+// codes and 256 bytes of scales, each contiguous: lane L copies 16 bytes at 16 L and 512 + 16 L
+// of each step's codes, lanes 0-15 16 bytes of the scales (4 + 1 copies a lane, the row layout's
+// count, but 4 lines of 128 bytes an instruction and 2 for the scales where the rows gave 16
+// pieces of 16 bytes); a one-step last stage copies its first step only. A partial tile (rows
+// past N; row by row in memory) copies the same slot positions from its rows, bounded and
+// zero-filled. No commit.
+__device__ __forceinline__ void copy_lean_tiled(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const u8* wl,
+                                                const u8* sl, int row0, int lane, int stage, int steps, bool whole) {
+  const bool two = (stage + 1) * LEAN_STEPS <= steps;  // warp-uniform
+  if (whole) {
+    const u8* src = wl + (i64)stage * (LEAN_STEPS * RING_CODES);
+    cp_async16_full(dst + 16 * lane, src);
+    cp_async16_full(dst + 512 + 16 * lane, src + 512);
+    if (two) {
+      cp_async16_full(dst + RING_STEP + 16 * lane, src + RING_CODES);
+      cp_async16_full(dst + RING_STEP + 512 + 16 * lane, src + RING_CODES + 512);
+    }
+    // scales: lane L < 8 (16 with two steps) the 16 bytes at 16 L, step L / 8's rows 2 (L % 8)..
+    if (lane < (two ? 16 : 8))
+      cp_async16_full(dst + RING_STEP * (lane / 8) + RING_CODES + 16 * (lane % 8),
+                      sl + (i64)stage * (LEAN_STEPS * (RING_STEP - RING_CODES)));
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // step i / 2, row lane / 4 + 8 (i % 2), chunk lane % 4
+      const int r = lane / 4 + 8 * (i % 2), row = row0 + r, step = stage * LEAN_STEPS + i / 2;
+      const bool in = row < a.n && step < steps;
+      const u8* src = in ? w + (i64)row * (a.k / 2) + (i64)step * (STEP / 2) + 16 * (lane % 4) : w;
+      cp_async16_zfill(dst + RING_STEP * (i / 2) + 512 * (i % 2) + 16 * lane, src, in ? 16 : 0);
+    }
+    const int r = lane % 16, row = row0 + r, step = stage * LEAN_STEPS + lane / 16;
+    const bool in = row < a.n && step < steps;
+    const u8* src = in ? s + (i64)row * (a.k / 16) + (i64)step * (STEP / 16) : s;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst + RING_STEP * (lane / 16) + RING_CODES + 8 * r),
+                 "l"(src), "r"(in ? 8 : 0));
+  }
+}
+
 // The lean ring's copies of stage `stage` (steps 2 stage, 2 stage + 1) into slot `dst`: codes of
 // row r at dst + 128 r, its 16-byte chunk c at 16 (c ^ 4 (r & 1)) (the wide ring's conflict-free
 // order); scales of row r, step u at dst + LEAN_CODES + 16 r + 8 u. Lane L copies chunk L % 8 of
@@ -640,7 +658,9 @@ __device__ __forceinline__ void copy_lean_bounded(u32 dst, const GemvArgs& a, co
 // bounded and zero-filled. One commit group per call, empty past the warp's last stage.
 __device__ __forceinline__ void issue_lean(u32 dst, const GemvArgs& a, const u8* w, const u8* s, const u8* wl,
                                            const u8* sl, int row0, int lane, int stage, int steps, bool fast) {
-  if (stage * LEAN_STEPS < steps) {  // warp-uniform
+  if (kTiled && stage * LEAN_STEPS < steps) {  // warp-uniform; `fast`: the tile is whole
+    copy_lean_tiled(dst, a, w, s, wl, sl, row0, lane, stage, steps, fast);
+  } else if (stage * LEAN_STEPS < steps) {  // warp-uniform
     const int c = lane % 8, hi = (lane / 8) & 1;
     const u32 wdst = dst + (lane / 8) * 128 + 16 * (c ^ (hi << 2));
     const i64 row4 = (i64)4 * (a.k / 2);
@@ -696,7 +716,11 @@ __device__ __forceinline__ void store_lean_x(u32 dst, const u32x4 (&xr)[LEAN_MAX
 // Step u of a landed lean stage (read_ring) and X's 32 elements of column g from the stage's X
 // slot (rows of X below M only: `xin`).
 __device__ __forceinline__ void read_lean(WStep& st, XStep& xs, u32 src, u32 xsrc, int g, int q, int u, bool xin) {
-  read_ring<LEAN_STEPS>(st, src, g, q, u);
+  if constexpr (kTiled) {
+    read_step(st, src + RING_STEP * u, g, q);  // copy_lean_tiled's slot: two async-ring steps
+  } else {
+    read_ring<LEAN_STEPS>(st, src, g, q, u);
+  }
   if (xin) {
     const u32 xa = xsrc + 512 * g + 256 * u + 64 * q;
 #pragma unroll
@@ -733,10 +757,17 @@ __device__ __forceinline__ void lean_kloop(Acc& acc, const GemvArgs& a, const u8
   const int wr = min(row0 + lane / 8, a.n - 1), sr = min(row0 + lane / 2, a.n - 1);
   const u8* wl = w + (i64)wr * (a.k / 2) + 16 * (lane % 8);
   const u8* sl = s + (i64)sr * (a.k / 16) + 8 * (lane % 2);
+  if constexpr (kTiled) {
+    // the tile's stages from its first byte (a whole tile only reads these; lanes 16-31 keep a
+    // scale source inside the tile, never copied)
+    wl = w + (i64)min(row0, a.n - 1) * (a.k / 2) + 16 * lane;
+    sl = s + (i64)min(row0, a.n - 1) * (a.k / 16) + 16 * (lane % 16);
+  }
   const bf16* xl = x + 8 * lane;
   const bool xin = g < m_rows;
   const auto stage_of = [&](int j) { return warp + j * warps; };
-  const auto fast = [&](int stage) { return rows_in && (stage + 1) * LEAN_STEPS <= steps; };
+  // tiled: a whole tile's stages are copied from the lane's sources, a one-step last stage too
+  const auto fast = [&](int stage) { return rows_in && (kTiled || (stage + 1) * LEAN_STEPS <= steps); };
   u32x4 xr[LEAN_MAX_M];
   if constexpr (kPdl && kXfirst) grid_dependency_wait();  // X first: nothing ahead of the wait
   if constexpr (kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);  // ahead of the weights
@@ -753,7 +784,6 @@ __device__ __forceinline__ void lean_kloop(Acc& acc, const GemvArgs& a, const u8
 #pragma unroll
     for (int j = 0; j < LEAN_RING - 1; ++j) {
       issue_lean(ring + j * LEAN_SLOT, a, w, s, wl, sl, row0, lane, stage_of(j), steps, fast(stage_of(j)));
-      if constexpr (kOrdered) __syncthreads();  // the CTA's stage j copies asked for before any stage j + 1
     }
     if constexpr (kPdl && !kXfirst) grid_dependency_wait();  // the weights asked for; X may be the kernel before's output
     if constexpr (!kXfirst) load_lean_x(xr, a, xl, lane, stage_of(0), steps, m_rows);
@@ -938,7 +968,6 @@ __device__ __forceinline__ void xring_kloop(Acc (&acc)[TILES], const GemvArgs& a
 #pragma unroll
     for (int j = 0; j < XR_RING - 1; ++j) {
       issue_xring(ring + j * slot_bytes, a, w, s, l, row0, lane, warp + j * warps, steps, fast);
-      if constexpr (kOrdered) __syncthreads();  // the CTA's step j copies asked for before any step j + 1
     }
   }
   // 3 slots: the slots of step j and of step j + XR_RING - 1 stepped around the ring (3 slots:

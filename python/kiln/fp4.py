@@ -3,8 +3,9 @@ scale) and MXFP4 (e2m1, one E8M0 scale per 32) in the standard layout: codes uin
 (two e2m1 per byte, element 0 in the low nibble), scales uint8 [rows, K/block] (the e4m3 or
 E8M0 bit patterns). Quantising and dequantising are bit for bit kiln's CPU formats; both wait for
 the stream (they refuse NaN inputs and scales with no value). The NVFP4 GEMV takes bf16 x with
-M 1..16 and only enqueues; `to_gemv_layout` places each 32-bit word's bits of an NVFP4 weight
-(K a multiple of 128) for the GEMV's faster decode, once at load time.
+M 1..16 and only enqueues; `to_gemv_layout` writes an NVFP4 weight (K a multiple of 128) in the
+GEMV layout, each 32-bit word's bits placed for the GEMV's faster decode and each 16-row tile's
+steps contiguous, once at load time.
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def quantize_nvfp4(x, tensor_scale: Optional[float] = None, layout: str = "stand
         raise ValueError(f"K = {x.shape[1]} is not a multiple of 128: the GEMV layout is read by the GEMV's rings, which need it; keep the standard layout")
     codes, scales, g = _quantize(x, "nvfp4", tensor_scale)
     w = Nvfp4Tensor(codes, scales, g)
-    return to_gemv_layout(w, inplace=True) if layout == "gemv" else w
+    return to_gemv_layout(w) if layout == "gemv" else w
 
 
 def quantize_mxfp4(x) -> tuple:
@@ -182,21 +183,22 @@ def dequantize(codes, scales, *, format: str = "nvfp4", tensor_scale: float = 1.
     return out
 
 
-def to_gemv_layout(w: Nvfp4Tensor, *, inplace: bool = False) -> Nvfp4Tensor:
-    """`w` (K a multiple of 128) with its codes in the GEMV layout: the same bytes a row, each
-    32-bit word's bits placed so that the GEMV decodes a word in 9 instructions against 13
-    (bit for bit kiln's CPU layout); the scales are shared. `inplace` rewrites `w.codes` (then
-    `w` itself must no longer be used as standard codes). Enqueued on the current stream."""
+def to_gemv_layout(w: Nvfp4Tensor) -> Nvfp4Tensor:
+    """`w` (K a multiple of 128) in the GEMV layout, in new codes and scales: each 32-bit word's
+    bits placed so that the GEMV decodes a word in 9 instructions against 13, and in each whole
+    16-row tile a step of 128 K's codes and scales contiguous, so that the GEMV's copies read
+    whole lines (bit for bit kiln's CPU layout). Enqueued on the current stream."""
     if not isinstance(w, Nvfp4Tensor):
         raise TypeError(f"`w` is {type(w).__name__}; the GEMV layout takes an Nvfp4Tensor (kiln.fp4.quantize_nvfp4)")
     if w.layout == "gemv":
         return w
     if w.k % 128:
         raise ValueError(f"K = {w.k} is not a multiple of 128: the GEMV layout is read by the GEMV's rings, which need it; keep the standard layout")
-    dev = check.same_device({"codes": w.codes})
-    dst = w.codes if inplace else _torch().empty_like(w.codes)
-    _launch("nvfp4_gemv_layout", dev, w.rows, w.k, _bytes(w.codes), _bytes(w.scales), _bytes(dst))
-    return Nvfp4Tensor(dst, w.scales, w.tensor_scale, layout="gemv")
+    dev = check.same_device({"codes": w.codes, "scales": w.scales})
+    torch = _torch()
+    codes, scales = torch.empty_like(w.codes), torch.empty_like(w.scales)
+    _launch("nvfp4_gemv_layout", dev, w.rows, w.k, _bytes(w.codes), _bytes(w.scales), _bytes(codes), _bytes(scales))
+    return Nvfp4Tensor(codes, scales, w.tensor_scale, layout="gemv")
 
 
 def nvfp4_gemv(x, w: Nvfp4Tensor, *, out=None, out_dtype=None):

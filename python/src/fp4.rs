@@ -101,8 +101,9 @@ pub fn fp4_dequantize(
         .map_err(to_py)
 }
 
-/// Writes the codes of an NVFP4 [rows, K] matrix (K a multiple of 128) into `dst` in the GEMV
-/// layout (`dst` may be `codes`); enqueued, not waited for.
+/// Writes the codes and scales of an NVFP4 [rows, K] matrix (K a multiple of 128) into `dst` and
+/// `dst_scales` in the GEMV layout (buffers of their own: the layout moves bytes between rows);
+/// enqueued, not waited for.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn nvfp4_gemv_layout(
@@ -114,14 +115,17 @@ pub fn nvfp4_gemv_layout(
     codes: PyBytes,
     scales: PyBytes,
     dst: PyBytes,
+    dst_scales: PyBytes,
 ) -> PyResult<()> {
     let w = raw_fp4("nvfp4", rows, k, codes, scales, 1.0, device)?;
-    let dst = raw_bytes(dst, device);
-    raw::check_nvfp4_gemv_layout(device, &w, &dst).map_err(to_py)?;
+    let (dst, dst_scales) = (raw_bytes(dst, device), raw_bytes(dst_scales, device));
+    raw::check_nvfp4_gemv_layout(device, &w, &dst, &dst_scales).map_err(to_py)?;
     let kh = handle(device)?;
     // SAFETY: as in `gemm`.
-    py.allow_threads(|| unsafe { raw::nvfp4_gemv_layout(&kh, stream_of(stream), &w, &dst) })
-        .map_err(to_py)
+    py.allow_threads(|| unsafe {
+        raw::nvfp4_gemv_layout(&kh, stream_of(stream), &w, &dst, &dst_scales)
+    })
+    .map_err(to_py)
 }
 
 /// out [M, N] = g * x [M, K] . w^T: bf16 x (M 1..16), NVFP4 w [N, K], bf16 or f16 out;

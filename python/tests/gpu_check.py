@@ -195,6 +195,14 @@ def fp4_checks(gen, quick):
         out = kiln.fp4.nvfp4_gemv(x, wt)
         err = rel(out, x.float() @ wd.t())
         record("fp4", f"nvfp4_gemv {m}x{n}x{k}", err < 1e-2, err=err)
+    # the GEMV layout (whole 16-row tiles, and 1000 rows: a ragged last tile), M 1, 4 and 16
+    w2 = kiln.fp4.quantize_nvfp4(torch.randn(1000, k, device="cuda", dtype=torch.bfloat16, generator=gen))
+    for w in (wt, w2):
+        wg, wdq = kiln.fp4.to_gemv_layout(w), w.dequantize("f32")
+        for m in (1, 4, 16):
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+            err = rel(kiln.fp4.nvfp4_gemv(x, wg), x.float() @ wdq.t())
+            record("fp4", f"nvfp4_gemv {m}x{w.rows}x{k} GEMV layout", err < 1e-2, err=err)
 
 
 def sdpa_ref(q, k, v, causal, scale):

@@ -122,15 +122,18 @@ impl Kiln {
         self.gemv(stream, x, m, w, y, false)
     }
 
-    /// Writes the codes of NVFP4 `w` [rows, K] (K a multiple of 128) into `dst` in the GEMV
-    /// layout: the same bytes a row with the bits of each 32-bit word placed for the GEMV's
-    /// faster decode (docs/fp4.md G10); the scales and tensor scale stay `w`'s. Done once per
-    /// weight, at load time; enqueued on `stream`. [`Kiln::nvfp4_gemv_packed`] reads the result.
+    /// Writes the codes and scales of NVFP4 `w` [rows, K] (K a multiple of 128) into `dst` and
+    /// `dst_scales` in the GEMV layout: the bits of each 32-bit word placed for the GEMV's faster
+    /// decode (docs/fp4.md G10) and, in each whole 16-row tile, a step's codes and scales
+    /// contiguous (G52, G60, G61); the tensor scale stays `w`'s. `dst` and `dst_scales` are
+    /// buffers of their own (the layout moves bytes between rows). Done once per weight, at load
+    /// time; enqueued on `stream`. [`Kiln::nvfp4_gemv_packed`] reads the result.
     pub fn nvfp4_gemv_layout(
         &self,
         stream: &CudaStream,
         w: &Fp4Tensor,
         dst: &mut CudaSlice<u8>,
+        dst_scales: &mut CudaSlice<u8>,
     ) -> Result<()> {
         self.check_stream(stream)?;
         if w.format != Fp4Format::Nvfp4 {
@@ -139,24 +142,34 @@ impl Kiln {
                 w.format
             )));
         }
-        let nd = dst.len();
+        let (nd, nds) = (dst.len(), dst_scales.len());
         let (pc, _gc) = w.codes.device_ptr(stream);
+        let (ps, _gs) = w.scales.device_ptr(stream);
         let (pd, _gd) = dst.device_ptr_mut(stream);
+        let (pds, _gds) = dst_scales.device_ptr_mut(stream);
         let label = format!("nvfp4 GEMV layout {}x{}", w.rows, w.k);
         self.run(Some(stream.cu_stream()), &label, &label, |ctx, _, _| {
             // SAFETY: whole live allocations of this context, borrowed until the launch is
             // enqueued; cudarc's guards order later use after it.
-            let (bc, bd) = unsafe {
-                (
+            let b = unsafe {
+                [
                     DeviceBuffer::borrowed(pc, w.codes.len()),
+                    DeviceBuffer::borrowed(ps, w.scales.len()),
                     DeviceBuffer::borrowed(pd, nd),
-                )
+                    DeviceBuffer::borrowed(pds, nds),
+                ]
             };
-            nvfp4_gemv_pack::to_gemv_layout(ctx, w.rows, w.k, &bc, &bd)
+            let bufs = nvfp4_gemv_pack::LayoutBuffers {
+                codes: &b[0],
+                scales: &b[1],
+                dst_codes: &b[2],
+                dst_scales: &b[3],
+            };
+            nvfp4_gemv_pack::to_gemv_layout(ctx, w.rows, 1, w.k, &bufs)
         })
     }
 
-    /// [`Kiln::nvfp4_gemv`] on weights whose codes are in the GEMV layout
+    /// [`Kiln::nvfp4_gemv`] on weights whose codes and scales are in the GEMV layout
     /// ([`Kiln::nvfp4_gemv_layout`]; K a multiple of 128).
     pub fn nvfp4_gemv_packed<T: KilnElem>(
         &self,

@@ -263,8 +263,13 @@ pub fn check_nvfp4_gemv(
 }
 
 /// The checks of [`nvfp4_gemv_layout`]: `w` NVFP4 [rows, K] with K a multiple of 128, `dst`
-/// on its GPU and as long as its codes.
-pub fn check_nvfp4_gemv_layout(device: usize, w: &RawFp4, dst: &RawBytes) -> Result<()> {
+/// and `dst_scales` on its GPU, as long as its codes and scales and apart from them.
+pub fn check_nvfp4_gemv_layout(
+    device: usize,
+    w: &RawFp4,
+    dst: &RawBytes,
+    dst_scales: &RawBytes,
+) -> Result<()> {
     if w.format != Fp4Format::Nvfp4 {
         return Err(Error::invalid(format!(
             "the GEMV layout is NVFP4's, not {}",
@@ -273,19 +278,38 @@ pub fn check_nvfp4_gemv_layout(device: usize, w: &RawFp4, dst: &RawBytes) -> Res
     }
     check_packed(w, device)?;
     check_device("out", dst.device, device)?;
+    check_device("out_scales", dst_scales.device, device)?;
     // SAFETY: never dereferenced: the check reads the sizes and addresses only.
-    let (bs, bd) = unsafe {
-        (
-            DeviceBuffer::borrowed(w.codes.ptr, w.codes.len),
-            DeviceBuffer::borrowed(dst.ptr, dst.len),
-        )
+    let b = unsafe { layout_buffers(w, dst, dst_scales) };
+    let bufs = nvfp4_gemv_pack::LayoutBuffers {
+        codes: &b[0],
+        scales: &b[1],
+        dst_codes: &b[2],
+        dst_scales: &b[3],
     };
-    nvfp4_gemv_pack::check_gemv_layout(w.rows, w.k, &bs, &bd).map(|_| ())
+    nvfp4_gemv_pack::check_gemv_layout(w.rows, w.k, &bufs)
 }
 
-/// Writes `w`'s codes into `dst` in the GEMV layout (`dst` may be `w.codes`: only bits inside
-/// each 32-bit word move), enqueued on `stream`; [`nvfp4_gemv`] with `gemv_layout` reads them,
-/// with `w`'s scales and tensor scale as they are.
+/// `w`'s codes and scales and the GEMV layout's, borrowed.
+///
+/// # Safety
+/// As [`DeviceBuffer::borrowed`]: dereferenced only while the caller's memory is alive.
+unsafe fn layout_buffers(w: &RawFp4, dst: &RawBytes, dst_scales: &RawBytes) -> [DeviceBuffer; 4] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        [
+            DeviceBuffer::borrowed(w.codes.ptr, w.codes.len),
+            DeviceBuffer::borrowed(w.scales.ptr, w.scales.len),
+            DeviceBuffer::borrowed(dst.ptr, dst.len),
+            DeviceBuffer::borrowed(dst_scales.ptr, dst_scales.len),
+        ]
+    }
+}
+
+/// Writes `w`'s codes and scales into `dst` and `dst_scales` in the GEMV layout (each word's
+/// bits placed for the GEMV's decode, a whole 16-row tile's step of codes and scales
+/// contiguous; other buffers than `w`'s: the layout moves bytes between rows), enqueued on
+/// `stream`; [`nvfp4_gemv`] with `gemv_layout` reads them, with `w`'s tensor scale.
 ///
 /// # Safety
 /// As [`fp4_quantize`], until `stream` has run the launch.
@@ -294,18 +318,20 @@ pub unsafe fn nvfp4_gemv_layout(
     stream: CUstream,
     w: &RawFp4,
     dst: &RawBytes,
+    dst_scales: &RawBytes,
 ) -> Result<()> {
-    check_nvfp4_gemv_layout(k.ordinal(), w, dst)?;
+    check_nvfp4_gemv_layout(k.ordinal(), w, dst, dst_scales)?;
     let label = format!("nvfp4 GEMV layout {}x{}", w.rows, w.k);
     k.run(Some(stream), &label, &label, |ctx, _, _| {
         // SAFETY: the caller vouches for the memory (this function's contract).
-        let (bs, bd) = unsafe {
-            (
-                DeviceBuffer::borrowed(w.codes.ptr, w.codes.len),
-                DeviceBuffer::borrowed(dst.ptr, dst.len),
-            )
+        let b = unsafe { layout_buffers(w, dst, dst_scales) };
+        let bufs = nvfp4_gemv_pack::LayoutBuffers {
+            codes: &b[0],
+            scales: &b[1],
+            dst_codes: &b[2],
+            dst_scales: &b[3],
         };
-        nvfp4_gemv_pack::to_gemv_layout(ctx, w.rows, w.k, &bs, &bd)
+        nvfp4_gemv_pack::to_gemv_layout(ctx, w.rows, 1, w.k, &bufs)
     })
 }
 

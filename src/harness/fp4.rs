@@ -353,12 +353,10 @@ pub struct GemvWeights {
     pub tensor_scale: f32,
     dc: DeviceBuffer,
     ds: DeviceBuffer,
-    /// The device codes are in the GEMV layout (`KILN_FP4_GEMV=pack`, written by kiln's device
-    /// prepack); `codes` stay standard.
+    /// The device codes and scales are in the GEMV layout (`KILN_FP4_GEMV=pack`, written by
+    /// kiln's device kernel from the standard ones, which the judge holds to the CPU's);
+    /// `codes` and `scales` stay standard.
     packed: bool,
-    /// The device codes and scales are the GEMV layout tiled (`KILN_FP4_GEMV=packt`, tiled on
-    /// the host from the CPU's GEMV layout); `codes` and `scales` stay standard.
-    tiled: bool,
 }
 
 impl GemvWeights {
@@ -376,17 +374,32 @@ impl GemvWeights {
             .map(|_| rng.gen_range(0x20..0x58))
             .collect();
         let packed = nvfp4_gemv::gemv_layout_asked(ctx, p);
-        let tiled = nvfp4_gemv::gemv_layout_tiled(ctx, p);
-        let (dc, ds) = if tiled {
-            let (c, s) = Self::tiled_layout(p, &codes, &scales);
-            (DeviceBuffer::from_host(&c)?, DeviceBuffer::from_host(&s)?)
+        let (dc, ds) = if packed {
+            // kiln's own layout on the GPU, from the standard codes and scales
+            let (sc, ss) = (
+                DeviceBuffer::from_host(&codes)?,
+                DeviceBuffer::from_host(&scales)?,
+            );
+            // poisoned: a byte the layout misses shows in the judge's comparison
+            let (dc, ds) = (
+                DeviceBuffer::new(codes.len())?,
+                DeviceBuffer::new(scales.len())?,
+            );
+            dc.fill_bytes(0xA5, ctx)?;
+            ds.fill_bytes(0xA5, ctx)?;
+            let bufs = nvfp4_gemv_pack::LayoutBuffers {
+                codes: &sc,
+                scales: &ss,
+                dst_codes: &dc,
+                dst_scales: &ds,
+            };
+            nvfp4_gemv_pack::to_gemv_layout(ctx, p.n, p.batch, p.k, &bufs)?;
+            (dc, ds)
         } else {
-            let dc = DeviceBuffer::from_host(&codes)?;
-            if packed {
-                // kiln's own prepack on the GPU, in place (the judge holds it to the CPU's layout)
-                nvfp4_gemv_pack::to_gemv_layout(ctx, rows, p.k, &dc, &dc)?;
-            }
-            (dc, DeviceBuffer::from_host(&scales)?)
+            (
+                DeviceBuffer::from_host(&codes)?,
+                DeviceBuffer::from_host(&scales)?,
+            )
         };
         Ok(GemvWeights {
             codes,
@@ -395,14 +408,7 @@ impl GemvWeights {
             dc,
             ds,
             packed,
-            tiled,
         })
-    }
-
-    /// The GEMV layout tiled, codes and scales, from standard ones (the CPU's layouts).
-    fn tiled_layout(p: &GemvProblem, codes: &[u8], scales: &[u8]) -> (Vec<u8>, Vec<u8>) {
-        let packed = nvfp4_gemv::pack_gemv_codes(codes);
-        nvfp4_gemv::tile_gemv_layout(&packed, scales, p.n, p.k, p.batch)
     }
 
     /// The GEMV on these weights: the pack path where the device codes are in its layout.
@@ -528,12 +534,15 @@ impl Check for GemvProblem {
         // the GPU's prepack into the GEMV layout, byte for byte the CPU's
         let layout_bad = if w.packed {
             let dev: Vec<u8> = w.dc.download(w.codes.len())?;
-            let want = if w.tiled {
-                GemvWeights::tiled_layout(p, &w.codes, &w.scales).0
-            } else {
-                nvfp4_gemv::pack_gemv_codes(&w.codes)
-            };
+            let (want, want_scales) =
+                nvfp4_gemv::gemv_layout(&w.codes, &w.scales, p.n, p.k, p.batch);
+            let dev_scales: Vec<u8> = w.ds.download(w.scales.len())?;
             dev.iter().zip(&want).filter(|(a, b)| a != b).count()
+                + dev_scales
+                    .iter()
+                    .zip(&want_scales)
+                    .filter(|(a, b)| a != b)
+                    .count()
         } else {
             0
         };
@@ -541,7 +550,9 @@ impl Check for GemvProblem {
         o.mismatches = nan + layout_bad;
         o.passed = nan == 0 && layout_bad == 0 && o.rel_error <= GEMV_BOUND;
         o.message = if layout_bad > 0 {
-            format!("{layout_bad} code bytes of the GPU's GEMV layout differ from the CPU's")
+            format!(
+                "{layout_bad} code and scale bytes of the GPU's GEMV layout differ from the CPU's"
+            )
         } else if nan > 0 {
             format!("{nan} outputs not written or not finite")
         } else if o.passed {
@@ -578,6 +589,14 @@ pub fn gemv_suite(quick: bool) -> Vec<GemvProblem> {
         // `pack`'s two-tile form (G20: at least 16 steps of K a warp, here 192 steps over 12
         // warps): a last 32-row CTA whose first tile is whole and second ragged (rows 80..87)
         GemvProblem::new(3, 88, 24576, DType::Bf16),
+        // M 1 on the GEMV layout (`pack`: the lean ring on its tiles, G60): two [200, 1152] blocks,
+        // each with 12 whole tiles and a ragged 13th (the bounded copies) and 9 steps (a last
+        // stage of one step in a whole tile); the device tiling starts the second block's tiles
+        // at its row 200
+        GemvProblem {
+            batch: 2,
+            ..GemvProblem::new(1, 200, 1152, DType::Bf16)
+        },
     ];
     if !quick {
         v.extend([

@@ -359,11 +359,9 @@ pub(super) static KNOBS: &[Knob] = &[
              of the weights), `lean1` (lean compiled for M 1, with a lazy start), `xring` (one-step slots that carry X by \
              cp.async), `xswz` (xring with X placed for conflict-free reads), `xstage` \
              (2-step stages that carry X by cp.async, M up to 8), `pack` (lean at M 1 and xswz \
-             above on codes in the GEMV layout, where the caller holds them so, xswz2 at M 2-8 where \
-             a warp gets 16 steps of K or more; `packsync` with the first stages asked for in \
-             order, `pack1` with lean1's stage at M 1 and the one-tile xswz at every shape above, `packt` with \
-             the one-tile xswz at every M, xswz2 where pack takes it, on the GEMV layout tiled, a \
-             step's codes and scales contiguous), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
+             above on weights in the GEMV layout, where the caller holds them so, xswz2 at M 2-8 \
+             where a warp gets 16 steps of K or more; the layout tiled, a whole tile's step of \
+             codes and scales contiguous), `xswz2` (xswz with two 16-row tiles a warp step sharing X, M up to 8); the rings need K a multiple \
              of 128"
                 .into()
         },
@@ -381,9 +379,6 @@ pub(super) static KNOBS: &[Knob] = &[
                 "xswz" => Some(Fp4Gemv::Xswz),
                 "xstage" => Some(Fp4Gemv::Xstage),
                 "pack" => Some(Fp4Gemv::Pack),
-                "packsync" => Some(Fp4Gemv::Packsync),
-                "pack1" => Some(Fp4Gemv::Pack1),
-                "packt" => Some(Fp4Gemv::Packt),
                 "xswz2" => Some(Fp4Gemv::Xswz2),
                 _ => None,
             };

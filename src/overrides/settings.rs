@@ -280,7 +280,7 @@ pub struct MoeOverrides {
     /// ledger F31). Default 0 until the device shows 1 faster.
     pub fp4_pdl: bool,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
-    /// `xswz`, `xstage`, `pack`, `packt`, `packsync`, `pack1` or `xswz2`): how
+    /// `xswz`, `xstage`, `pack` or `xswz2`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
     /// fastest there (H200: lean at M 1, xswz at 2-4 from 9ba589c (2026-11-29) and at 5-8 from
     /// 2026-11-30, wide above; docs/fp4.md G5, G6, G18); K not a multiple of 128 runs the
@@ -606,7 +606,7 @@ pub enum Fp4Gemv {
     /// `Wide`). Verified, but slower than `Lean` and `Xswz` on the H200 (docs/fp4.md G8).
     Xstage,
     /// `Auto`'s rings (`Lean` at M 1, `Xswz` above) reading codes in the GEMV layout
-    /// (`nvfp4_gemv::pack_gemv_codes`: each 32-bit word's bits placed for a decode of 9
+    /// (`nvfp4_gemv::gemv_layout`: each 32-bit word's bits placed for a decode of 9
     /// instructions a word against 13, pair i of a word codes 2i and 2i + 1), where the caller
     /// holds them so and says so (`nvfp4_gemv::launch_packed`; `fp4 verify` and `fp4 bench
     /// --gemv` do under this knob); standard codes run those rings as they are. H200,
@@ -615,24 +615,12 @@ pub enum Fp4Gemv {
     /// (`GemvProblem::two_tiles_pay`) the GEMV layout runs `Xswz2` instead (the two-tile ring:
     /// -31 % at 4x28672x8192 and -5 % at 4x16384x16384 in two rounds, G19; from G20 on). The
     /// pairs are adjacent from G30 on (G21: the mma's B pairs are X's words as they are, no X
-    /// permutes; -4.4 to -5 % at M 4, two rounds).
+    /// permutes; -4.4 to -5 % at M 4, two rounds). The GEMV layout is tiled from G61 on
+    /// (2026-12-01; `nvfp4_gemv::gemv_layout`: in a full 16-row tile a step's codes, 1 KB, and
+    /// scales, 128 bytes, contiguous, so the rings' copies read whole lines; G52, G53 as `packt`,
+    /// -10 % at M 4 chained in two rounds; G60 lean at M 1 on it). `packt`, `tiled`,
+    /// `packsync` (G11) and `pack1` (G12) went with the row-by-row layout.
     Pack,
-    /// The one-tile `Xswz` ring at every M (the two-tile one where `Pack` takes it) on the GEMV
-    /// layout tiled (`nvfp4_gemv::tile_gemv_layout`: a full 16-row tile's step of codes, 1 KB,
-    /// and of scales, 128 bytes, contiguous), where the caller holds it so (`fp4 verify` and `fp4 bench --gemv`
-    /// do under this knob): a step's copies read whole 128-byte lines, 9 shared wavefronts where
-    /// `Pack`'s write 32 (ncu, 4x8192x8192: every excess wavefront of the M 4 loop is a copy's;
-    /// docs/fp4.md G50, G52). Standard codes run what `Pack` runs on them.
-    Packt,
-    /// `Pack` with the rings' first stages asked for in order across each CTA (a barrier after
-    /// each warp's stage j), so that the first stages are not served behind the second and
-    /// third. Verified, no faster than `Pack` on the H200 (docs/fp4.md G11).
-    Packsync,
-    /// `Pack` with `Lean1`'s lighter stage at M 1 and `Lean`'s start (the ring filled at once,
-    /// not the lazy start); above M 1 `Pack`'s one-tile ring at every shape (the `Pack` before
-    /// G20). Verified, no faster than `Pack` on
-    /// the H200 (docs/fp4.md G12).
-    Pack1,
     /// `Xswz` with 32 rows of W a CTA, two 16-row tiles a warp step decoded against the step's
     /// one X (its copies, shared loads and permutes shared): about 17 % fewer instructions a
     /// weight at M 4, a ring of 3 slots (K a multiple of 128, M up to 8; a larger M runs

@@ -10,7 +10,7 @@ use crate::ops::gemm::DType;
 use crate::overrides::Fp4Gemv;
 
 use super::fp4_quant::{check_packed, check_tensor_scale, Fp4Format, Fp4View};
-pub use super::nvfp4_gemv_pack::{pack_gemv_codes, tile_gemv_layout};
+pub use super::nvfp4_gemv_pack::gemv_layout;
 
 pub const NAME: &str = "nvfp4_gemv";
 
@@ -268,10 +268,11 @@ pub fn spec_lean1(arch: &str) -> KernelSpec {
     spec_lean(arch).define("KILN_GEMV_LEAN1", 1)
 }
 
-/// `auto`'s rings reading codes in the GEMV layout (`KILN_FP4_GEMV=pack`, codes from
-/// [`pack_gemv_codes`]; compiled only when asked for, the variant budget): the lean ring at M
-/// 1, the swizzled X ring above (`nf` its column tiles), each with a decode of 9 instructions a
-/// word against 13 and the rest its own.
+/// `auto`'s rings reading weights in the GEMV layout (`KILN_FP4_GEMV=pack`, [`gemv_layout`];
+/// compiled only when asked for, the variant budget): the lean ring at M 1, the swizzled X ring
+/// above (`nf` its column tiles), each with a decode of 9 instructions a word against 13 and
+/// its copies of a whole tile's step (or 2-step stage) reading whole lines (G52, G60; the
+/// layout tiled from G61 on).
 pub fn spec_pack(arch: &str, m: usize) -> KernelSpec {
     let ring = if m == 1 {
         spec_lean(arch)
@@ -279,24 +280,6 @@ pub fn spec_pack(arch: &str, m: usize) -> KernelSpec {
         spec_xswz(arch, if m > 8 { 2 } else { 1 })
     };
     ring.define("KILN_GEMV_PACKED", 1)
-}
-
-/// [`spec_pack`] with lean1's lighter stage at M 1 and lean's start (`KILN_FP4_GEMV=pack1`;
-/// compiled only when asked for); above M 1 the same as [`spec_pack`].
-pub fn spec_pack1(arch: &str, m: usize) -> KernelSpec {
-    if m == 1 {
-        spec_lean1(arch)
-            .define("KILN_GEMV_PACKED", 1)
-            .define("KILN_GEMV_EAGER", 1)
-    } else {
-        spec_pack(arch, m)
-    }
-}
-
-/// [`spec_pack`] with the ring's first stages asked for in order across the CTA
-/// (`KILN_FP4_GEMV=packsync`; compiled only when asked for).
-pub fn spec_packsync(arch: &str, m: usize) -> KernelSpec {
-    spec_pack(arch, m).define("KILN_GEMV_ORDERED", 1)
 }
 
 /// `spec` launched as a programmatic dependent (`KILN_FP4_GEMV_PDL=1`, the default): it releases
@@ -375,25 +358,6 @@ pub fn spec_pack2(arch: &str, m: usize) -> KernelSpec {
     }
 }
 
-/// `KILN_FP4_GEMV=packt` (off; compiled only when asked for): the one-tile swizzled X ring on
-/// the GEMV layout tiled ([`tile_gemv_layout`]: a full 16-row tile's step, codes and scales,
-/// in whole 128-byte lines), at every M (`nf` its column tiles): each step's copies write 9
-/// wavefronts into shared memory where the row-by-row layout's write 32 (docs/fp4.md G50, G52).
-pub fn spec_packt(arch: &str, nf: u32) -> KernelSpec {
-    spec_xswz(arch, nf)
-        .define("KILN_GEMV_PACKED", 1)
-        .define("KILN_GEMV_TILED", 1)
-}
-
-/// `packt`'s two-tile form, where `pack` takes its two-tile ring
-/// ([`GemvProblem::two_tiles_pay`]; compiled only when asked for): the two-tile X ring on the
-/// tiled layout, a CTA's partial second tile copied row by row.
-pub fn spec_packt2(arch: &str) -> KernelSpec {
-    spec_xswz2(arch)
-        .define("KILN_GEMV_PACKED", 1)
-        .define("KILN_GEMV_TILED", 1)
-}
-
 /// Where the swizzled X ring puts X's 16-byte chunk `c` (0..15) of a row: the kernel's
 /// `xr_chunk`.
 pub fn xswz_chunk(c: usize) -> usize {
@@ -470,12 +434,8 @@ impl GemvProblem {
             // rounds (docs/fp4.md G18)
             (Fp4Gemv::Auto, 2..=8) => Fp4Gemv::Xswz,
             (Fp4Gemv::Auto, _) => Fp4Gemv::Wide,
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt, 1) => {
-                Fp4Gemv::Lean
-            }
-            (Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt, _) => {
-                Fp4Gemv::Xswz
-            }
+            (Fp4Gemv::Pack, 1) => Fp4Gemv::Lean,
+            (Fp4Gemv::Pack, _) => Fp4Gemv::Xswz,
             (a, _) => a,
         };
         match asked {
@@ -507,8 +467,6 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (Ker
     let nf = if m > 8 { 2 } else { 1 };
     match path {
         Fp4Gemv::Pack if two => (spec_pack2(arch, m), warps * xswz2_warp_bytes(m)),
-        Fp4Gemv::Packt if two => (spec_packt2(arch), warps * xswz2_warp_bytes(m)),
-        Fp4Gemv::Packt => (spec_packt(arch, nf), warps * xswz_warp_bytes(m)),
         Fp4Gemv::Regs | Fp4Gemv::Auto => (spec(arch, nf), 0),
         Fp4Gemv::Async => (spec_async(arch, nf), warps * RING_STEPS * RING_STEP_BYTES),
         Fp4Gemv::Wide => (spec_wide(arch, nf), warps * WIDE_RING * WIDE_STAGE_BYTES),
@@ -521,10 +479,6 @@ fn kernel_of(arch: &str, path: Fp4Gemv, m: usize, warps: u32, two: bool) -> (Ker
         Fp4Gemv::Xswz2 => (spec_xswz2(arch), warps * xswz2_warp_bytes(m)),
         Fp4Gemv::Pack if m == 1 => (spec_pack(arch, m), warps * lean_warp_bytes(m)),
         Fp4Gemv::Pack => (spec_pack(arch, m), warps * xswz_warp_bytes(m)),
-        Fp4Gemv::Packsync if m == 1 => (spec_packsync(arch, m), warps * lean_warp_bytes(m)),
-        Fp4Gemv::Packsync => (spec_packsync(arch, m), warps * xswz_warp_bytes(m)),
-        Fp4Gemv::Pack1 if m == 1 => (spec_pack1(arch, m), warps * lean_warp_bytes(m)),
-        Fp4Gemv::Pack1 => (spec_pack1(arch, m), warps * xswz_warp_bytes(m)),
     }
 }
 
@@ -602,24 +556,14 @@ pub fn launch(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> 
     launch_on(ctx, p, ops, p.path(ctx.overrides.moe.fp4_gemv))
 }
 
-/// Whether the caller should hold the codes of `p` in the GEMV layout: `KILN_FP4_GEMV=pack`
+/// Whether the caller should hold the weights of `p` in the GEMV layout: `KILN_FP4_GEMV=pack`
 /// and a shape the pack path takes (`fp4 verify` and `fp4 bench --gemv` ask this).
 pub fn gemv_layout_asked(ctx: &Context, p: &GemvProblem) -> bool {
-    matches!(
-        ctx.overrides.moe.fp4_gemv,
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt
-    ) && p.takes_gemv_layout()
+    ctx.overrides.moe.fp4_gemv == Fp4Gemv::Pack && p.takes_gemv_layout()
 }
 
-/// Whether the caller should hold the GEMV layout tiled ([`tile_gemv_layout`], codes and
-/// scales): `KILN_FP4_GEMV=packt` where [`gemv_layout_asked`].
-pub fn gemv_layout_tiled(ctx: &Context, p: &GemvProblem) -> bool {
-    ctx.overrides.moe.fp4_gemv == Fp4Gemv::Packt && gemv_layout_asked(ctx, p)
-}
-
-/// [`launch`] for codes in the GEMV layout ([`pack_gemv_codes`] of the standard codes; the
-/// scales as they are): the pack path, the only one that reads them (`packsync` or `pack1`
-/// where asked; `pack1` at M 2-8 is the one-tile ring everywhere, the pack before G20).
+/// [`launch`] for weights in the GEMV layout ([`gemv_layout`]; `nvfp4_gemv_pack::to_gemv_layout`
+/// on the GPU): the pack path, the only one that reads it.
 pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Result<()> {
     check_operands(p, ops)?;
     if !p.takes_gemv_layout() {
@@ -629,23 +573,19 @@ pub fn launch_packed(ctx: &Context, p: &GemvProblem, ops: &GemvOperands) -> Resu
             p.label()
         )));
     }
-    let path = match ctx.overrides.moe.fp4_gemv {
-        a @ (Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt) => a,
-        _ => Fp4Gemv::Pack,
-    };
-    launch_on(ctx, p, ops, path)
+    launch_on(ctx, p, ops, Fp4Gemv::Pack)
 }
 
 fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) -> Result<()> {
     let sms = ctx.info.sm_count.max(1);
-    // pack (and packt): the two-tile X ring where a warp's share of K is long (G19, G20)
-    let two = matches!(path, Fp4Gemv::Pack | Fp4Gemv::Packt) && p.two_tiles_pay(sms);
+    // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
+    let two = path == Fp4Gemv::Pack && p.two_tiles_pay(sms);
     let warps = match path {
         Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packt if two => p.xswz2_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 if p.m == 1 => p.lean_warps(sms),
-        Fp4Gemv::Pack | Fp4Gemv::Packsync | Fp4Gemv::Pack1 | Fp4Gemv::Packt => p.xswz_warps(sms),
+        Fp4Gemv::Pack if two => p.xswz2_warps(sms),
+        Fp4Gemv::Pack if p.m == 1 => p.lean_warps(sms),
+        Fp4Gemv::Pack => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
         Fp4Gemv::Xstage => p.xstage_warps(sms),
@@ -1321,17 +1261,12 @@ mod tests {
                 spec_pack("sm_90a", 1),
                 spec_pack("sm_90a", 4),
                 spec_pack("sm_90a", 12),
-                spec_packsync("sm_90a", 1),
-                spec_packsync("sm_90a", 4),
-                spec_pack1("sm_90a", 1),
                 with_pdl(spec_pack("sm_90a", 12)),
-                with_pdl(spec_packt("sm_90a", 1)),
-                with_pdl(spec_packt("sm_90a", 2)),
-                with_pdl(spec_packt2("sm_90a")),
+                with_pdl(spec_pack2("sm_90a", 4)),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
             let jit = crate::jit::Jit::default();
-            let most = [112, 80, 80, 112, 80, 112, 80, 80, 80, 80];
+            let most = [112, 80, 80, 80, 80];
             for (s, most) in specs.iter().zip(most) {
                 let r = jit.compile(s).unwrap().resources.registers;
                 assert!(r <= most, "{}: {r} registers", s.label());
@@ -1346,9 +1281,6 @@ mod tests {
             let p = GemvProblem::new(m, 64, k, DType::Bf16);
             assert_eq!(p.takes_gemv_layout(), takes, "M {m} K {k}");
             assert_eq!(p.path(Fp4Gemv::Pack), standard, "M {m} K {k}");
-            assert_eq!(p.path(Fp4Gemv::Packsync), standard, "M {m} K {k}");
-            assert_eq!(p.path(Fp4Gemv::Pack1), standard, "M {m} K {k}");
-            assert_eq!(p.path(Fp4Gemv::Packt), standard, "M {m} K {k}");
         }
     }
 

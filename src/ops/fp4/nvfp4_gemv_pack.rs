@@ -1,8 +1,9 @@
-//! The GEMV layout of NVFP4 codes (`KILN_FP4_GEMV=pack`): the standard codes with the bits of
-//! each 32-bit word placed so that the GEMV decodes the word's four bf16 pairs in 9
-//! instructions (the kernel's `packed_pairs`) where the standard word takes 13. Only bits inside
-//! a word move: the same 8 codes a word, the same words and bytes a row, so the scales, rows,
-//! K and every address stay as they are.
+//! The GEMV layout of NVFP4 weights (`Kiln::nvfp4_gemv_layout`, `kiln.fp4.to_gemv_layout`):
+//! the standard codes with the bits of each 32-bit word placed so that the GEMV decodes the
+//! word's four bf16 pairs in 9 instructions (the kernel's `packed_pairs`) where the standard word
+//! takes 13, and the words and scales tiled: in each full 16-row tile a step of 128 K, its 16
+//! rows' codes (1 KB) and scales (128 bytes), contiguous, step after step, so that the GEMV's
+//! copies read whole lines (docs/fp4.md G52, G60; the one layout from G61 on).
 //!
 //! A standard word holds code j (element j of its 8) at bits 4j .. 4j + 3: magnitude m, e0, e1,
 //! then the sign. The GEMV's pair i is codes 2i and 2i + 1 (adjacent pairs, G21, the layout from
@@ -18,73 +19,107 @@ use crate::device::{Context, DeviceBuffer, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 
-/// The device kernel that writes codes in the GEMV layout (`kernels/gemm/nvfp4_gemv_pack.cu`;
-/// compiled only when asked for, the variant budget).
-pub fn spec_gemv_layout(arch: &str) -> KernelSpec {
-    KernelSpec::new("gemm/nvfp4_gemv_pack.cu", "nvfp4_gemv_pack", arch)
+/// A weight's standard codes and scales and the buffers its GEMV layout goes into.
+pub struct LayoutBuffers<'a> {
+    pub codes: &'a DeviceBuffer,
+    pub scales: &'a DeviceBuffer,
+    pub dst_codes: &'a DeviceBuffer,
+    pub dst_scales: &'a DeviceBuffer,
 }
 
-/// Checks that `src` and `dst` hold the codes of a [rows, K] NVFP4 matrix that the GEMV can read
-/// in its layout (K a multiple of 128), 16-byte aligned; returns the codes' bytes.
-pub fn check_gemv_layout(
-    rows: usize,
-    k: usize,
-    src: &DeviceBuffer,
-    dst: &DeviceBuffer,
-) -> Result<usize> {
+/// Checks that `b` holds the codes and scales of a [rows, K] NVFP4 matrix that the GEMV can read
+/// in its layout (K a multiple of 128), each buffer 16-byte aligned and the destinations apart
+/// from the sources (the layout moves bytes between rows).
+pub fn check_gemv_layout(rows: usize, k: usize, b: &LayoutBuffers) -> Result<()> {
     if rows == 0 || k == 0 || !k.is_multiple_of(128) {
         return Err(Error::invalid(format!(
             "the GEMV layout is for [rows, K] codes with K a multiple of 128 (the GEMV's rings \
              read it), not [{rows}, {k}]: keep the standard layout for this shape"
         )));
     }
-    let bytes = rows * k / 2;
-    for (name, b) in [("the codes", src), ("the GEMV-layout codes", dst)] {
-        if b.bytes() < bytes {
+    let (codes, scales) = (rows * k / 2, rows * k / 16);
+    let all = [
+        ("the codes", b.codes, codes),
+        ("the scales", b.scales, scales),
+        ("the GEMV-layout codes", b.dst_codes, codes),
+        ("the GEMV-layout scales", b.dst_scales, scales),
+    ];
+    for (name, buf, bytes) in all {
+        if buf.bytes() < bytes {
             return Err(Error::invalid(format!(
                 "{name} hold {} bytes; a [{rows}, {k}] NVFP4 matrix has {bytes}",
-                b.bytes()
+                buf.bytes()
             )));
         }
-        if !b.ptr().is_multiple_of(16) {
+        if !buf.ptr().is_multiple_of(16) {
             return Err(Error::invalid(format!(
                 "{name} must start on a 16-byte boundary (the kernel's vector loads)"
             )));
         }
     }
-    Ok(bytes)
+    let overlap = |(_, a, la): (&str, &DeviceBuffer, usize),
+                   (_, b, lb): (&str, &DeviceBuffer, usize)| {
+        a.ptr() < b.ptr() + lb as u64 && b.ptr() < a.ptr() + la as u64
+    };
+    if all[..2]
+        .iter()
+        .any(|&s| all[2..].iter().any(|&d| overlap(s, d)))
+        || overlap(all[2], all[3])
+    {
+        return Err(Error::invalid(
+            "the GEMV layout moves bytes between rows: write its codes and scales into two \
+             buffers of their own, apart from the standard codes and scales",
+        ));
+    }
+    Ok(())
 }
 
-/// Enqueues the codes of a [rows, K] NVFP4 matrix (standard layout, in `src`) into `dst` in the
-/// GEMV layout, bit for bit [`pack_gemv_codes`]; `dst` may be `src` (only bits inside each word
-/// move). The scales and the tensor scale stay as they are; a GEMV on the result goes through
-/// `nvfp4_gemv::launch_packed`. It returns once the codes are
-/// written (a load-time step): the GEMV, a programmatic dependent, asks for its weights before
-/// it waits for the kernel ahead of it, which here would be this one writing them.
+/// The device kernel that writes codes and scales in the GEMV layout
+/// (`kernels/gemm/nvfp4_gemv_pack.cu`; compiled only when asked for, the variant budget).
+pub fn spec_gemv_layout(arch: &str) -> KernelSpec {
+    KernelSpec::new("gemm/nvfp4_gemv_pack.cu", "nvfp4_gemv_layout", arch)
+}
+
+/// The standard codes and scales of `batch` NVFP4 [n, K] blocks (in `src`, `src_scales`)
+/// written into `dst`, `dst_scales` in the GEMV layout, bit for bit [`gemv_layout`]: each
+/// word's bits placed for the GEMV's decode, and in each full 16-row tile a step's codes (1 KB)
+/// and scales (128 bytes) contiguous, step after step. Bytes move between rows, so the
+/// destinations are other buffers than the sources. The tensor scale stays as it is; a GEMV on
+/// the result goes through `nvfp4_gemv::launch_packed`. It returns once they are written (a
+/// load-time step): the GEMV, a programmatic dependent, asks for its weights before it waits for
+/// the kernel ahead of it, which here would be this one writing them.
 pub fn to_gemv_layout(
     ctx: &Context,
-    rows: usize,
+    n: usize,
+    batch: usize,
     k: usize,
-    src: &DeviceBuffer,
-    dst: &DeviceBuffer,
+    b: &LayoutBuffers,
 ) -> Result<()> {
-    let bytes = check_gemv_layout(rows, k, src, dst)?;
+    let rows = n * batch;
+    check_gemv_layout(rows, k, b)?;
     let f = ctx.function(&spec_gemv_layout(&ctx.arch()))?;
-    let (mut s, mut d, mut n16) = (src.ptr(), dst.ptr(), (bytes / 16) as u64);
-    let blocks = (bytes / 16)
+    let units = rows * k / 32 + rows * k / 128;
+    let (mut s, mut ss) = (b.codes.ptr(), b.scales.ptr());
+    let (mut d, mut ds) = (b.dst_codes.ptr(), b.dst_scales.ptr());
+    let (mut r, mut nn, mut kk) = (rows as u64, n as u64, k as u64);
+    let blocks = units
         .div_ceil(256)
         .clamp(1, 8 * ctx.info.sm_count.max(1) as usize);
-    // SAFETY: the kernel takes (const u32x4*, u32x4*, u64) in this order and touches the first
-    // `n16` 16-byte chunks of both, which check_gemv_layout proved inside them and aligned; a
-    // thread reads its chunk before it writes it, so `dst` may be `src`.
+    // SAFETY: the kernel takes (const u32x4*, const uint2*, u32x4*, uint2*, u64, u64, u64) in
+    // this order and touches the first rows x K / 2 code bytes and rows x K / 16 scale bytes of
+    // each pair, which the checks above proved inside the buffers, aligned and not overlapping.
     unsafe {
         f.launch(
             ctx.stream,
             &LaunchConfig::simple((blocks as u32, 1, 1), 256),
             &mut [
                 &mut s as *mut u64 as *mut c_void,
+                &mut ss as *mut u64 as *mut c_void,
                 &mut d as *mut u64 as *mut c_void,
-                &mut n16 as *mut u64 as *mut c_void,
+                &mut ds as *mut u64 as *mut c_void,
+                &mut r as *mut u64 as *mut c_void,
+                &mut nn as *mut u64 as *mut c_void,
+                &mut kk as *mut u64 as *mut c_void,
             ],
         )
     }?;
@@ -139,13 +174,13 @@ pub fn pack_gemv_codes(codes: &[u8]) -> Vec<u8> {
     pack_words(codes, pack_gemv_word)
 }
 
-/// The GEMV layout tiled (`KILN_FP4_GEMV=packt`, docs/fp4.md G52): in each of `batch` [n, k]
+/// The GEMV layout's tiles (docs/fp4.md G52, the layout from G61 on): in each of `batch` [n, k]
 /// blocks, every full tile of 16 rows holds its codes step by step (step s of 128 K: 16 rows x
 /// 64 bytes, row after row, at 1,024 s from the tile's start) and its scales likewise (16 rows x
 /// 8 bytes at 128 s), so that a GEMV step copies whole 128-byte lines. A partial last tile (n
 /// not a multiple of 16) stays row by row, as the bounded copies read it. A permutation of the
 /// bytes of each buffer: the same sizes, a full tile in the same place as its rows. `codes` may
-/// be standard or in the GEMV layout (whole 64-byte pieces move); k a multiple of 128.
+/// be standard or with the GEMV layout's words (whole 64-byte pieces move); k a multiple of 128.
 pub fn tile_gemv_layout(
     codes: &[u8],
     scales: &[u8],
@@ -176,6 +211,19 @@ pub fn tile_gemv_layout(
         }
     }
     (c, sc)
+}
+
+/// Standard NVFP4 codes and scales of `batch` [n, k] blocks (k a multiple of 128) in the GEMV
+/// layout, on the CPU: each word's bits placed ([`pack_gemv_codes`]), then tiled
+/// ([`tile_gemv_layout`]). [`to_gemv_layout`] writes the same bytes on the GPU.
+pub fn gemv_layout(
+    codes: &[u8],
+    scales: &[u8],
+    n: usize,
+    k: usize,
+    batch: usize,
+) -> (Vec<u8>, Vec<u8>) {
+    tile_gemv_layout(&pack_gemv_codes(codes), scales, n, k, batch)
 }
 
 fn pack_words(codes: &[u8], word: fn(u32) -> u32) -> Vec<u8> {
@@ -216,21 +264,30 @@ mod tests {
         }
         // SAFETY: never dereferenced: the checks look at the sizes and addresses only.
         let b = |ptr: u64, bytes: usize| unsafe { DeviceBuffer::borrowed(ptr, bytes) };
-        let ok = b(0x1000, 64 * 128);
-        assert_eq!(check_gemv_layout(128, 128, &ok, &ok).unwrap(), 64 * 128);
-        assert!(check_gemv_layout(128, 96, &ok, &ok)
-            .unwrap_err()
-            .to_string()
-            .contains("multiple of 128"));
-        assert!(check_gemv_layout(129, 128, &ok, &ok)
-            .unwrap_err()
-            .to_string()
-            .contains("hold"));
-        let odd = b(0x1008, 64 * 128);
-        assert!(check_gemv_layout(128, 128, &ok, &odd)
-            .unwrap_err()
-            .to_string()
-            .contains("16-byte"));
+        // [128, 128]: 8 KB of codes, 1 KB of scales
+        let (c, s, dc, ds) = (
+            b(0x10000, 8192),
+            b(0x20000, 1024),
+            b(0x30000, 8192),
+            b(0x40000, 1024),
+        );
+        let bufs = |codes, scales, dst_codes, dst_scales| LayoutBuffers {
+            codes,
+            scales,
+            dst_codes,
+            dst_scales,
+        };
+        let err =
+            |rows, k, l: LayoutBuffers| check_gemv_layout(rows, k, &l).unwrap_err().to_string();
+        assert!(check_gemv_layout(128, 128, &bufs(&c, &s, &dc, &ds)).is_ok());
+        assert!(err(128, 96, bufs(&c, &s, &dc, &ds)).contains("multiple of 128"));
+        assert!(err(129, 128, bufs(&c, &s, &dc, &ds)).contains("hold"));
+        let odd = b(0x30008, 8192);
+        assert!(err(128, 128, bufs(&c, &s, &odd, &ds)).contains("16-byte"));
+        // in place, or the codes over the scales: refused
+        assert!(err(128, 128, bufs(&c, &s, &c, &ds)).contains("apart"));
+        let over = b(0x30000 + 4096, 1024);
+        assert!(err(128, 128, bufs(&c, &s, &dc, &over)).contains("apart"));
     }
 
     /// The tiled layout puts step s of row i of a full tile at 1,024 s + 64 i (codes) and at

@@ -1367,6 +1367,35 @@ mod tests {
         }
     }
 
+    /// `KILN_FP4_TILE=count-cut`: of the brief's GEMM counts (N 7168, K 2048) only one expert
+    /// of 200 rows has its 256-token tile cut in K (56 tiles on 132 CTAs); at N 2048, K 7168
+    /// one of 300 rows takes the 256-token tile cut (32 tiles) in place of the 64-token one.
+    #[test]
+    fn count_cut_cuts_the_gemms_wide_tile_where_a_launch_has_few() {
+        let mut o = MoeOverrides::NONE;
+        o.fp4_tile = Fp4TileRule::CountCut;
+        let g = |c: &[usize], n, k| MoeProblem::contiguous(c, n, k, DType::Bf16, DType::Bf16);
+        for (p, tt, cut) in [
+            (g(&[200], 7168, 2048), 256, true),
+            (g(&[300], 7168, 2048), 256, false),
+            (g(&[1024], 7168, 2048), 256, false),
+            (g(&[0, 0, 77, 0], 7168, 2048), 64, false),
+            (g(&[300], 2048, 7168), 256, true),
+        ] {
+            let t = Fp4Experts::tile_with(&p, &o, 132).unwrap();
+            assert_eq!(t.tt, tt, "{p:?}");
+            assert_eq!(dispatch::few_wide(&p, t, 132, true), cut, "{p:?}");
+        }
+        // count-pair, the default, takes the 64-token tile there, whole
+        let p = g(&[300], 2048, 7168);
+        assert_eq!(
+            Fp4Experts::tile_with(&p, &MoeOverrides::NONE, 132)
+                .unwrap()
+                .tt,
+            64
+        );
+    }
+
     /// `KILN_FP4_TILE=count-fit` and `128`-`224` (compiled when asked for): the grouped GEMM's
     /// wide tiles of 128 to 224 tokens, one wgmma batch in flight, compile without spills or
     /// wgmma serialised in the default load and epilogue forms (both formats at 160 and 128,

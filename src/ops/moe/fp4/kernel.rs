@@ -136,7 +136,7 @@ impl Fp4Tile {
     /// flight, as many stages as its X leaves room for (`KILN_FP4_TILE=count-fit`,
     /// [`super::gemm_tile::fit`]).
     pub fn gemm_wide(tt: u32) -> Fp4Tile {
-        debug_assert!((128..=256).contains(&tt) && tt % 32 == 0);
+        debug_assert!((128..=256).contains(&tt) && tt.is_multiple_of(32));
         Self::rs(tt, false)
     }
     /// The shared-memory path (the fused SwiGLU): 256 tokens, 128 per consumer.

@@ -572,9 +572,14 @@ pub(super) static KNOBS: &[Knob] = &[
         takes: || {
             "`count-pair` (the 4-bit experts' tile of least estimated time from the rows' tile \
              counts, split in K where it runs few tiles, on the stage paces timed under the wide \
-             tiles' EPI/XTILE pair), `count` (the same on the older paces), `rows` (the narrowest tile that holds \
-             the most rows an expert has), or one tile whatever the rows: `8`, `16`, `64` or \
-             `wide` (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations)"
+             tiles' EPI/XTILE pair), `count-cut` (count-pair, and the grouped GEMM's wide \
+             tiles cut in K where a launch has at most half as many as CTAs), `count-fit` \
+             (count-cut, and the grouped GEMM's wide tile of 128 to 256 tokens whose busiest CTA \
+             ends first), `count` (the same on the older paces), `rows` (the narrowest tile that holds \
+             the most rows an expert has), or one tile whatever the rows: `8`, `16`, `64`, \
+             `wide` (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations) or the \
+             grouped GEMM's wide tile of `128`, `160`, `192`, `224` or `256` tokens (`128` also \
+             the SwiGLU's)"
                 .into()
         },
         default: "count-pair",

@@ -28,8 +28,18 @@ pub enum Fp4TileRule {
     /// 0.65 -> 0.79x kiln's bf16, the ragged counts at K 7168 0.85 -> 1.01-1.05x): `Count` with
     /// the stage paces re-timed under the wide tiles' EPI/XTILE pair ([`Paces::Pair`]).
     CountPair,
+    /// `CountPair` with the grouped GEMM's wide tiles (128 tokens or more) cut in K where a
+    /// launch has at most half as many tiles as CTAs ([`few_wide`]), as it cuts the SwiGLU's
+    /// (2026-12-01, ledger F180: `KILN_FP4_FILL`'s cut of the GEMM at 200 rows won two rounds,
+    /// F163).
+    CountCut,
+    /// `CountCut` with the grouped GEMM's wide tile of the token count whose busiest CTA ends
+    /// first ([`super::gemm_tile::fit`]: 128 to 256 tokens, one wgmma batch in flight) in place
+    /// of the 256-token tile (2026-12-01, ledger F181).
+    CountFit,
     /// That many tokens a tile, whatever the rows: 8 (paired as the dispatch pairs it), 16, 64,
-    /// or 0 for the wide tile (128 tokens for the SwiGLU, 256 for the GEMM; bf16 only).
+    /// or 0 for the wide tile (128 tokens for the SwiGLU, 256 for the GEMM; bf16 only); 128,
+    /// 160, 192, 224 or 256 the grouped GEMM's wide tile of that many (128 also the SwiGLU's).
     Tokens(u32),
 }
 
@@ -39,10 +49,13 @@ impl Fp4TileRule {
             "rows" => Some(Fp4TileRule::Rows),
             "count" => Some(Fp4TileRule::Count),
             "count-pair" => Some(Fp4TileRule::CountPair),
+            "count-cut" => Some(Fp4TileRule::CountCut),
+            "count-fit" => Some(Fp4TileRule::CountFit),
             "8" => Some(Fp4TileRule::Tokens(8)),
             "16" => Some(Fp4TileRule::Tokens(16)),
             "64" => Some(Fp4TileRule::Tokens(64)),
             "wide" => Some(Fp4TileRule::Tokens(0)),
+            "128" | "160" | "192" | "224" | "256" => s.parse().ok().map(Fp4TileRule::Tokens),
             _ => None,
         }
     }
@@ -52,6 +65,8 @@ impl Fp4TileRule {
             Fp4TileRule::Rows => "rows".into(),
             Fp4TileRule::Count => "count".into(),
             Fp4TileRule::CountPair => "count-pair".into(),
+            Fp4TileRule::CountCut => "count-cut".into(),
+            Fp4TileRule::CountFit => "count-fit".into(),
             Fp4TileRule::Tokens(0) => "wide".into(),
             Fp4TileRule::Tokens(t) => t.to_string(),
         }
@@ -66,19 +81,35 @@ impl Fp4TileRule {
     pub fn paces(self) -> Option<Paces> {
         match self {
             Fp4TileRule::Count => Some(Paces::Morning),
-            Fp4TileRule::CountPair => Some(Paces::Pair),
+            Fp4TileRule::CountPair | Fp4TileRule::CountCut | Fp4TileRule::CountFit => {
+                Some(Paces::Pair)
+            }
             _ => None,
         }
     }
+
+    /// Whether this rule cuts the grouped GEMM's wide tiles in K where a launch has few
+    /// ([`few_wide`] with `gemm`).
+    pub fn cuts_gemm(self) -> bool {
+        matches!(self, Fp4TileRule::CountCut | Fp4TileRule::CountFit)
+    }
+
+    /// Whether this rule fits the grouped GEMM's wide tile to the launch
+    /// ([`super::gemm_tile::fit`]).
+    pub fn fits_gemm(self) -> bool {
+        self == Fp4TileRule::CountFit
+    }
 }
 
-/// The register path's tile of `tt` tokens (0: the wide one), paired as the dispatch pairs the
-/// 8-token tile (`ctas`, `gemm_too`).
+/// The register path's tile of `tt` tokens (0: the wide one; 128-256 the grouped GEMM's wide
+/// tile of that many, the SwiGLU's 128-token one), paired as the dispatch pairs the 8-token
+/// tile (`ctas`, `gemm_too`).
 pub fn tile_of(p: &MoeProblem, tt: u32, ctas: u32, gemm_too: bool) -> Fp4Tile {
     let swiglu = p.swiglu.is_some();
     let tile = match tt {
         8 | 16 => Fp4Tile::narrow(tt, swiglu),
         64 => Fp4Tile::decode(swiglu),
+        128.. if !swiglu => Fp4Tile::gemm_wide(tt),
         _ => Fp4Tile::prefill(swiglu),
     };
     tile.paired_for(p, ctas, gemm_too)
@@ -90,18 +121,19 @@ pub fn tile_of(p: &MoeProblem, tt: u32, ctas: u32, gemm_too: bool) -> Fp4Tile {
 /// [`SWITCH`] of `base`'s time: the estimate is coarse, and `base` is what was measured
 /// everywhere before. `base` as it is for the masked layout (no host counts), f16 activations
 /// (no wide tile: the rows rule's tile is already the decode tile or narrower) and the
-/// shared-memory path.
+/// shared-memory path. `gemm_cut`: the grouped GEMM's wide tiles split too ([`few_wide`]).
 pub fn by_count(
     p: &MoeProblem,
     base: Fp4Tile,
     sms: u32,
     (ctas, gemm_too): (u32, bool),
     paces: Paces,
+    gemm_cut: bool,
 ) -> Fp4Tile {
     if p.is_masked() || p.input != DType::Bf16 || base.path != Fp4Path::Rs {
         return base;
     }
-    let split = base.narrow_rs() || few_wide(p, base, base.ctas * sms);
+    let split = base.narrow_rs() || few_wide(p, base, base.ctas * sms, gemm_cut);
     let limit = SWITCH * estimate_us(p, base, sms, split, paces);
     let mut best = (base, f64::INFINITY);
     for tt in [64, 16, 8] {
@@ -113,7 +145,7 @@ pub fn by_count(
             p,
             c,
             sms,
-            c.narrow_rs() || few_wide(p, c, c.ctas * sms),
+            c.narrow_rs() || few_wide(p, c, c.ctas * sms, gemm_cut),
             paces,
         );
         if t <= limit && t < best.1 {
@@ -224,14 +256,15 @@ const TAIL: f64 = 0.25;
 /// The most K slices of a wide tile (`WIDE_SPLITS` in fp4_experts.cu).
 const WIDE_SPLITS: u64 = 4;
 
-/// Whether `tile` is a wide one (64 tokens or more) of the fused SwiGLU of which `p` runs at
-/// most half of `slots`: a launch of a few tiles, each streaming the whole K while most SMs
-/// idle. The kernel's split (`KILN_FP4_WSPLIT`) cuts each into min(slots / tiles, 4) slices, one
-/// round. Not the grouped GEMM's wide tiles: their split was never timed (the GEMM's launches
-/// the device timed under `count`, the down projection's N 7168 at 77 and 300 rows, run 112 or
-/// 280 tiles of 64 tokens unsplit), so `count` weighs them whole against its narrower tiles.
-pub fn few_wide(p: &MoeProblem, tile: Fp4Tile, slots: u32) -> bool {
-    p.swiglu.is_some()
+/// Whether `tile` is a wide one (64 tokens or more) of the fused SwiGLU, or with `gemm` one of
+/// 128 tokens or more of the grouped GEMM, of which `p` runs at most half of `slots`: a launch
+/// of a few tiles, each streaming the whole K while most SMs idle. The kernel's split
+/// (`KILN_FP4_WSPLIT`) cuts each into min(slots / tiles, 4) slices, one round. The GEMM's only
+/// under `count-cut` and `count-fit`: its wide tile's cut was timed at one launch (one expert of
+/// 200 rows at N 7168, K 2048: 56 tiles of 256 tokens cut in two, -4 % in two rounds as
+/// `KILN_FP4_FILL`, ledger F163), its 64-token tile's never.
+pub fn few_wide(p: &MoeProblem, tile: Fp4Tile, slots: u32, gemm: bool) -> bool {
+    (p.swiglu.is_some() || (gemm && tile.tt >= 128))
         && wide_tiles(p, tile).is_some_and(|tiles| tiles > 0 && 2 * tiles <= slots as u64)
 }
 
@@ -347,16 +380,35 @@ mod tests {
 
     fn count_tile(p: &MoeProblem) -> u32 {
         let base = Fp4Tile::choose_paired(p, None, 2, true);
-        by_count(p, base, 132, (2, true), Paces::Morning).tt
+        by_count(p, base, 132, (2, true), Paces::Morning, false).tt
     }
 
     #[test]
     fn the_rule_parses_and_names_each_value() {
-        for v in ["rows", "count", "count-pair", "8", "16", "64", "wide"] {
+        for v in [
+            "rows",
+            "count",
+            "count-pair",
+            "count-cut",
+            "count-fit",
+            "8",
+            "16",
+            "64",
+            "wide",
+            "128",
+            "160",
+            "192",
+            "224",
+            "256",
+        ] {
             assert_eq!(Fp4TileRule::parse(v).unwrap().name(), v);
         }
-        assert_eq!(Fp4TileRule::parse("128"), None);
+        assert_eq!(Fp4TileRule::parse("96"), None);
+        assert_eq!(Fp4TileRule::parse("288"), None);
         assert!(Fp4TileRule::Count.fills() && !Fp4TileRule::Rows.fills());
+        assert!(Fp4TileRule::CountCut.fills() && Fp4TileRule::CountCut.cuts_gemm());
+        assert!(!Fp4TileRule::CountPair.cuts_gemm() && !Fp4TileRule::CountCut.fits_gemm());
+        assert!(Fp4TileRule::CountFit.cuts_gemm() && Fp4TileRule::CountFit.fits_gemm());
     }
 
     #[test]
@@ -364,15 +416,15 @@ mod tests {
         let wide = Fp4Tile::prefill(true);
         // one expert of 300 rows: 48 wide tiles on 132 SMs, cut in K two ways
         assert_eq!(count_tile(&sw(&[300])), 128);
-        assert!(few_wide(&sw(&[300]), wide, 132));
+        assert!(few_wide(&sw(&[300]), wide, 132, false));
         // one of 77 rows: 32 tiles of 64 tokens cut 4 ways (36.8 us on the H200) rather than
         // 16 of 128 cut 4 ways (48)
         let c77 = sw(&[0, 0, 77, 0]);
         assert_eq!(count_tile(&c77), 64);
-        assert!(few_wide(&c77, Fp4Tile::decode(true), 132));
+        assert!(few_wide(&c77, Fp4Tile::decode(true), 132, false));
         // the masked decode pattern as counts: 96 wide tiles, 128 of 64 tokens in one round
         let decode = sw(&[0, 1, 40, 64, 128, 3, 0, 100]);
-        assert!(!few_wide(&decode, wide, 132));
+        assert!(!few_wide(&decode, wide, 132, false));
         assert_eq!(count_tile(&decode), 64);
         // the GEMM at the down projection's N 7168, K 2048: 77 rows on 56 wide tiles of 256
         // tokens at ~1.7 us a stage, or 112 of 64 at ~0.7 in one round
@@ -388,12 +440,12 @@ mod tests {
         // the GEMM's wide tiles whole (their split never timed), though a launch has few: one
         // expert of 300 rows at N 2048, K 7168 is 32 tiles of 256 tokens or 80 of 64
         let g = MoeProblem::contiguous(&[300], 2048, 7168, DType::Bf16, DType::Bf16);
-        assert!(!few_wide(&g, Fp4Tile::prefill(false), 132));
-        assert!(!few_wide(&g, Fp4Tile::decode(false), 132));
+        assert!(!few_wide(&g, Fp4Tile::prefill(false), 132, false));
+        assert!(!few_wide(&g, Fp4Tile::decode(false), 132, false));
         assert_eq!(count_tile(&g), 64);
         // the FILL knob's split still asks for them (compiled when asked for)
         assert!(wide_split_pays(&g, Fp4Tile::prefill(false), 132));
-        assert!(few_wide(&sw(&[300]), Fp4Tile::decode(true), 132) == (2 * 80 <= 132));
+        assert!(few_wide(&sw(&[300]), Fp4Tile::decode(true), 132, false) == (2 * 80 <= 132));
     }
 
     #[test]
@@ -434,7 +486,7 @@ mod tests {
 
     fn pair_tile(p: &MoeProblem) -> u32 {
         let base = Fp4Tile::choose_paired(p, None, 2, true);
-        by_count(p, base, 132, (2, true), Paces::Pair).tt
+        by_count(p, base, 132, (2, true), Paces::Pair, false).tt
     }
 
     #[test]
@@ -487,5 +539,36 @@ mod tests {
             Paces::Pair.stage_us(n, 16, true),
             Paces::Morning.stage_us(n, 16, true)
         );
+    }
+
+    #[test]
+    fn count_cut_cuts_the_gemms_wide_tile_only_where_a_launch_has_few() {
+        let g = |c: &[usize]| MoeProblem::contiguous(c, 7168, 2048, DType::Bf16, DType::Bf16);
+        let wide = Fp4Tile::prefill(false);
+        // 200 rows: 56 tiles of 256 tokens on 132 CTAs (F163's launch); count-pair keeps it whole
+        assert!(few_wide(&g(&[200]), wide, 132, true));
+        assert!(!few_wide(&g(&[200]), wide, 132, false));
+        assert!(few_wide(&g(&[0, 0, 77, 0]), wide, 132, true));
+        // 300 and 1,024 rows: 112 and 224 tiles, over half the CTAs
+        for c in [&[300][..], &[1024][..]] {
+            assert!(!few_wide(&g(c), wide, 132, true), "{c:?}");
+        }
+        // 77 rows: 56 tiles, few, but count takes the 64-token tile's 112 in one round
+        // the GEMM's 64-token tile never (its cut never timed): 77 rows at N 2048, 32 tiles
+        let n2048 = MoeProblem::contiguous(&[77], 2048, 7168, DType::Bf16, DType::Bf16);
+        assert!(!few_wide(&n2048, Fp4Tile::decode(false), 132, true));
+        // the picks at the brief's counts: the cut changes none of them (77 rows the 64-token
+        // tile, 200-1,024 the 256-token one)
+        let pick = |c: &[usize]| {
+            let p = g(c);
+            let base = Fp4Tile::choose_paired(&p, None, 2, true);
+            by_count(&p, base, 132, (2, true), Paces::Pair, true).tt
+        };
+        assert_eq!(pick(&[0, 0, 77, 0]), 64);
+        for c in [&[200][..], &[300][..], &[1024][..]] {
+            assert_eq!(pick(c), 256, "{c:?}");
+        }
+        // E64's SwiGLU as before: its last wave of 99 on 132 is not a launch of few
+        assert!(!few_wide(&e64(), Fp4Tile::prefill(true), 132, true));
     }
 }

@@ -4,6 +4,7 @@
 use std::ffi::c_void;
 
 use super::dispatch::{self, Fp4TileRule};
+use super::gemm_tile;
 use super::layout::{atom_bytes, ATOM_K, TILE_N};
 use super::order::{self, Fp4Order};
 use super::{Fp4Format, Fp4Prepacked};
@@ -129,6 +130,14 @@ impl Fp4Tile {
     /// Prefill: tokens up to the accumulator budget (128 registers a thread).
     pub fn prefill(swiglu: bool) -> Fp4Tile {
         Self::rs(if swiglu { 128 } else { 256 }, swiglu)
+    }
+    /// The grouped GEMM's wide tile of `tt` tokens (128 to 256, a multiple of 32; 256 is
+    /// [`Fp4Tile::prefill`]): `tt / 2` accumulators a consumer thread, one wgmma batch in
+    /// flight, as many stages as its X leaves room for (`KILN_FP4_TILE=count-fit`,
+    /// [`super::gemm_tile::fit`]).
+    pub fn gemm_wide(tt: u32) -> Fp4Tile {
+        debug_assert!((128..=256).contains(&tt) && tt.is_multiple_of(32));
+        Self::rs(tt, false)
     }
     /// The shared-memory path (the fused SwiGLU): 256 tokens, 128 per consumer.
     pub fn dq() -> Fp4Tile {
@@ -795,12 +804,17 @@ impl Fp4Experts {
             });
         }
         let mut tile = Fp4Tile::choose_paired(p, path, o.fp4_ctas, o.fp4_pair_gemm);
-        // KILN_FP4_TILE=8|16|64|wide: that tile whatever the rows (the register path)
+        // KILN_FP4_TILE=8|16|64|wide|128..256: that tile whatever the rows (the register path)
         if let (Fp4TileRule::Tokens(tt), Fp4Path::Rs) = (o.fp4_tile, tile.path) {
-            if tt == 0 && p.input != DType::Bf16 {
+            if (tt == 0 || tt >= 128) && p.input != DType::Bf16 {
                 return Err(Error::invalid(
-                    "KILN_FP4_TILE=wide runs bf16 activations only (f16 compiles no wide tile); unset it or ask for 8, 16 or 64",
+                    "KILN_FP4_TILE=wide and 128-256 run bf16 activations only (f16 compiles no wide tile); unset it or ask for 8, 16 or 64",
                 ));
+            }
+            if tt > 128 && p.swiglu.is_some() {
+                return Err(Error::invalid(format!(
+                    "KILN_FP4_TILE={tt} is a grouped GEMM tile; the fused SwiGLU's widest is 128 tokens: ask for 128 or wide"
+                )));
             }
             return Ok(dispatch::tile_of(p, tt, o.fp4_ctas, o.fp4_pair_gemm));
         }
@@ -810,10 +824,17 @@ impl Fp4Experts {
             let eight = Fp4Tile::narrow(8, p.swiglu.is_some());
             tile = eight.paired_for(p, o.fp4_ctas, o.fp4_pair_gemm);
         }
+        // KILN_FP4_TILE=count-fit: the grouped GEMM's wide tile of the token count whose busiest
+        // CTA ends first, in place of the 256-token one
+        if o.fp4_tile.fits_gemm() {
+            tile = gemm_tile::fit(p, tile, sms);
+        }
         // KILN_FP4_TILE=count: a narrower tile where its estimated time is well below this one's
-        // (count-pair: the same rule on the paces re-timed under the EPI/XTILE pair)
+        // (count-pair: the same rule on the paces re-timed under the EPI/XTILE pair; count-cut
+        // and count-fit cut the grouped GEMM's wide tiles in K as well where a launch has few)
         if let Some(paces) = o.fp4_tile.paces() {
-            tile = dispatch::by_count(p, tile, sms, (o.fp4_ctas, o.fp4_pair_gemm), paces);
+            let pair = (o.fp4_ctas, o.fp4_pair_gemm);
+            tile = dispatch::by_count(p, tile, sms, pair, paces, o.fp4_tile.cuts_gemm());
         }
         // KILN_FP4_GCOLS=256: the grouped GEMM's 256-token tile as 128 tokens by 256 columns
         let tile = tile.with_gemm_cols(p, o.fp4_gcols);
@@ -956,7 +977,8 @@ impl Fp4Experts {
                 // the split's partials are 128-column tiles' (not KILN_FP4_GCOLS=256's)
                 tile.cols == TILE_N as u32
                     && ((o.fp4_fill && dispatch::wide_split_pays(p, tile, slots))
-                        || (o.fp4_tile.fills() && dispatch::few_wide(p, tile, slots)))
+                        || (o.fp4_tile.fills()
+                            && dispatch::few_wide(p, tile, slots, o.fp4_tile.cuts_gemm())))
             };
         if fill && !tile.narrow_rs() {
             spec = spec.define("KILN_FP4_WSPLIT", 1);
@@ -1343,6 +1365,68 @@ mod tests {
                 assert!(!c.log.contains("C751"), "{}: {}", spec.label(), c.log);
             }
         }
+    }
+
+    /// `KILN_FP4_TILE=count-cut`: of the brief's GEMM counts (N 7168, K 2048) only one expert
+    /// of 200 rows has its 256-token tile cut in K (56 tiles on 132 CTAs); at N 2048, K 7168
+    /// one of 300 rows takes the 256-token tile cut (32 tiles) in place of the 64-token one.
+    #[test]
+    fn count_cut_cuts_the_gemms_wide_tile_where_a_launch_has_few() {
+        let mut o = MoeOverrides::NONE;
+        o.fp4_tile = Fp4TileRule::CountCut;
+        let g = |c: &[usize], n, k| MoeProblem::contiguous(c, n, k, DType::Bf16, DType::Bf16);
+        for (p, tt, cut) in [
+            (g(&[200], 7168, 2048), 256, true),
+            (g(&[300], 7168, 2048), 256, false),
+            (g(&[1024], 7168, 2048), 256, false),
+            (g(&[0, 0, 77, 0], 7168, 2048), 64, false),
+            (g(&[300], 2048, 7168), 256, true),
+        ] {
+            let t = Fp4Experts::tile_with(&p, &o, 132).unwrap();
+            assert_eq!(t.tt, tt, "{p:?}");
+            assert_eq!(dispatch::few_wide(&p, t, 132, true), cut, "{p:?}");
+        }
+        // count-pair, the default, takes the 64-token tile there, whole
+        let p = g(&[300], 2048, 7168);
+        assert_eq!(
+            Fp4Experts::tile_with(&p, &MoeOverrides::NONE, 132)
+                .unwrap()
+                .tt,
+            64
+        );
+    }
+
+    /// `KILN_FP4_TILE=count-fit` and `128`-`224` (compiled when asked for): the grouped GEMM's
+    /// wide tiles of 128 to 224 tokens, one wgmma batch in flight, compile without spills or
+    /// wgmma serialised in the default load and epilogue forms (both formats at 160 and 128,
+    /// the tiles `count-fit` takes at 300 and 200 rows).
+    #[test]
+    fn the_gemms_narrower_wide_tiles_compile_clean() {
+        let mut specs = Vec::new();
+        for tt in [128, 160, 192, 224] {
+            let t = Fp4Tile::gemm_wide(tt);
+            assert_eq!(epi_define(DEFAULT_EPI, t, 2), Some(1));
+            let formats: &[Fp4Format] = if tt <= 160 {
+                &Fp4Format::ALL
+            } else {
+                &[Fp4Format::Nvfp4]
+            };
+            for &f in formats {
+                specs.push(Fp4Experts::spec("sm_90a", DType::Bf16, f, false, t));
+            }
+        }
+        // the 256-token tile cut in K, as count-cut launches it at 200 rows, in MXFP4 too
+        specs.push(
+            Fp4Experts::spec(
+                "sm_90a",
+                DType::Bf16,
+                Fp4Format::Mxfp4,
+                false,
+                Fp4Tile::prefill(false),
+            )
+            .define("KILN_FP4_WSPLIT", 1),
+        );
+        crate::jit::testing::assert_compile_clean(&specs);
     }
 
     /// `KILN_FP4_DEEP`: tables for 256 experts give the paired decode tiles a stage more (the
@@ -1793,7 +1877,7 @@ mod tests {
             let tile = Fp4Experts::tile_with(&p, &o, 132).unwrap();
             let swiglu = p.swiglu.is_some();
             let mut want = Fp4Experts::spec("sm_90a", p.input, Fp4Format::Nvfp4, swiglu, tile);
-            if dispatch::few_wide(&p, tile, tile.ctas * 132) {
+            if dispatch::few_wide(&p, tile, tile.ctas * 132, o.fp4_tile.cuts_gemm()) {
                 want = want.define("KILN_FP4_WSPLIT", 1);
             }
             if order_whole_first(&o, &p, tile, 132) {

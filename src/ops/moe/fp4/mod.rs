@@ -3,6 +3,7 @@
 
 pub mod dispatch;
 pub mod file;
+pub mod gemm_tile;
 pub mod kernel;
 pub mod kernel_w4a8;
 pub mod layout;

@@ -95,6 +95,21 @@ pub fn whole_first_pays(p: &MoeProblem, tile: Fp4Tile, sms: u32) -> bool {
 /// compare orders: no DRAM term, no tile overhead.
 pub fn makespan_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, whole_first: bool) -> f64 {
     let swiglu = p.swiglu.is_some();
+    makespan_by(p, tile, sms, whole_first, |w| {
+        Paces::Pair.stage_us(tile, w, swiglu)
+    })
+}
+
+/// [`makespan_us`] with `stage_us(w)` the microseconds a stage of `tile` at wgmma width `w`
+/// (the grouped GEMM's wide tiles by their own width, [`super::gemm_tile::stage_us`]).
+pub fn makespan_by(
+    p: &MoeProblem,
+    tile: Fp4Tile,
+    sms: u32,
+    whole_first: bool,
+    stage_us: impl Fn(usize) -> f64,
+) -> f64 {
+    let swiglu = p.swiglu.is_some();
     let tt = tile.tt as usize;
     let tiles_n = p.n.div_ceil(tile.bn(swiglu));
     let stages = p.k.div_ceil(64) as f64;
@@ -125,7 +140,7 @@ pub fn makespan_us(p: &MoeProblem, tile: Fp4Tile, sms: u32, whole_first: bool) -
         (0..(tile.ctas * sms).max(1)).map(|_| Reverse(0)).collect();
     let mut end = 0u64;
     for rows in m_tiles {
-        let ns = (1e3 * stages * Paces::Pair.stage_us(tile, width(rows), swiglu)) as u64;
+        let ns = (1e3 * stages * stage_us(width(rows))) as u64;
         for _ in 0..tiles_n {
             let Reverse(at) = free.pop().unwrap_or(Reverse(0));
             end = end.max(at + ns);

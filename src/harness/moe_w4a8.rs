@@ -17,7 +17,7 @@ use crate::formats::{Fp8Format, ScaleRecipe};
 use crate::ops::fp8::{self, Granularity, QuantSpec};
 use crate::ops::gemm::DType;
 use crate::ops::moe::fp4::kernel_w4a8::{W4a8Layout, NAME};
-use crate::ops::moe::fp4::w4a8::{prepack_w4a8_in, prepack_w4a8_swiglu_in, W4a8Order, POISON};
+use crate::ops::moe::fp4::w4a8::{prepack_w4a8, prepack_w4a8_swiglu, POISON};
 use crate::ops::moe::fp4::{Fp4Format, Fp4Weights, W4a8Experts, W4a8Operands};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::sched_bytes;
@@ -126,10 +126,9 @@ impl Check for W4a8Check<'_> {
             )?),
             None => None,
         };
-        let order = W4a8Order::for_form(ctx.overrides.moe.w4a8_form);
         let packed = match &w3 {
-            Some(w3) => prepack_w4a8_swiglu_in(&w, Some(w3), order)?,
-            None => prepack_w4a8_in(&w, order)?,
+            Some(w3) => prepack_w4a8_swiglu(&w, Some(w3))?,
+            None => prepack_w4a8(&w)?,
         };
         let layout = W4a8Layout {
             experts: p.experts,

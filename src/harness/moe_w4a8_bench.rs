@@ -12,7 +12,6 @@ use crate::formats::ScaleRecipe;
 use crate::ops::fp8::{self, Granularity, QuantSpec};
 use crate::ops::gemm::DType;
 use crate::ops::moe::fp4::kernel_w4a8::{auto_form, W4a8Layout, W4a8Variant, NAME};
-use crate::ops::moe::fp4::w4a8::W4a8Order;
 use crate::ops::moe::fp4::{W4a8Experts, W4a8Operands};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::sched_bytes;
@@ -63,10 +62,9 @@ pub fn bench_w4a8(
             "e4m3 activations are quantised from bf16 here; leave out --dtype",
         ));
     }
-    let Some(&first) = forms.first() else {
+    if forms.is_empty() {
         return Err(Error::invalid("name at least one W4A8 form to time"));
-    };
-    let order = W4a8Order::for_form(first);
+    }
     W4a8Experts::supports(&p, &ctx.info).map_err(Error::refused(NAME))?;
     let run = BenchRun::new(ctx, opt)?;
     let (bf16, bf16_bufs, bf16_what) = run.bf16_parts(reg, &mp)?;
@@ -75,7 +73,6 @@ pub fn bench_w4a8(
         n: p.n,
         k: p.k,
         swiglu: p.swiglu.is_some(),
-        order,
     };
     let s = |i: u64| run.seed.wrapping_add(i);
     // X drawn in bf16 and quantised by kiln's quantiser (real e4m3 codes and scales); random
@@ -111,14 +108,8 @@ pub fn bench_w4a8(
     let bops = bf16_bufs.operands();
     let mut launches: Vec<Box<dyn FnMut() -> Result<()> + '_>> =
         vec![Box::new(|| bf16.launch(ctx, &mp, &bops))];
-    // the weights are random bytes, so they are as random in either order: each form reads
-    // them in its own (rs-frags and wide-rs in the A fragments', the others in the rows')
     for &f in forms {
-        let (p, ops) = (&p, &ops);
-        let l = W4a8Layout {
-            order: W4a8Order::for_form(f),
-            ..l
-        };
+        let (p, ops, l) = (&p, &ops, l);
         launches.push(Box::new(move || {
             W4a8Experts::launch_form(ctx, p, &l, ops, f)
         }));
@@ -162,10 +153,7 @@ fn form_label(ctx: &Context, p: &Fp8MoeProblem, form: W4a8Form) -> Result<String
     let resolved = auto_form(p, &k);
     let (name, v) = (resolved.name(), W4a8Variant::for_form(&k, resolved)?);
     let auto = if form == W4a8Form::Auto { "auto: " } else { "" };
-    Ok(if v.rs {
-        let bm = v.bm();
-        format!("128 weight rows x {bm} tokens, register-decoded e4m3 ({name})")
-    } else if v.wide {
+    Ok(if v.wide {
         format!("192 tokens x 128 weight rows, smem-decoded e4m3, three consumers ({auto}{name})")
     } else if v.decode == W4a8Decode::Consumers {
         format!("128 tokens x 128 weight rows, smem-decoded e4m3 ({auto}{name})")

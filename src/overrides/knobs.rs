@@ -880,10 +880,11 @@ pub(super) static KNOBS: &[Knob] = &[
              the launch's rows are contiguous and average at least 112 an expert, `ss` \
              otherwise), `ss` (the decoded weights in shared \
              memory, wgmma's B, read by both consumers), `wide` (ss in tiles of 192 tokens, \
-             three consumers; with KILN_W4A8_SX=tma only, at most 256 experts) or `wide-lean` \
+             three consumers; with KILN_W4A8_SX=tma only, at most 256 experts), `wide-lean` \
              (wide with each decoding thread's shared loads before its stores, its addresses \
-             kept across the K loop and seven operations a code word): the form of the W4A8 \
-             experts' kernel"
+             kept across the K loop and seven operations a code word) or `wide-calc` (wide-lean \
+             with each block's e4m3 table computed from its offset instead of loaded; the \
+             SwiGLU's, the grouped GEMM runs wide): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "auto",

@@ -221,7 +221,7 @@ struct MoeIndexRing {
 };
 
 // The set-up that the persistent MoE kernels with a stage ring and a tile-index ring share
-// (moe/fp4_experts_dq.cu, moe/fp4_experts_w4a8.cu, moe/fp4_experts_w4a8_rs.cu): the stages' full
+// (moe/fp4_experts_dq.cu, moe/fp4_experts_w4a8.cu, moe/fp4_experts_w4a8_wide.cu): the stages' full
 // and empty barriers at `bars`, the index ring after them, moe_tile_prefix's tables after its
 // slots. Thread 0 initialises the stage ring for `readers` warps (lane 0 of each frees the
 // stages) and the index ring for `takers` (lane 0 of each takes the tile indices), runs `first()`

@@ -1,7 +1,6 @@
-// What the two forms of the W4A8 experts share (moe/fp4_experts_w4a8.cu, the decoded weights in
-// shared memory as wgmma's B; moe/fp4_experts_w4a8_rs.cu, the weights decoded into registers as
-// wgmma's A): the argument block, the prepack's atom (src/ops/moe/fp4/w4a8.rs) and the e4m3
-// tables its block offsets name.
+// What the forms of the W4A8 experts share (moe/fp4_experts_w4a8.cu and moe/fp4_experts_w4a8_wide.cu,
+// the decoded weights in shared memory as wgmma's B): the argument block, the prepack's atom
+// (src/ops/moe/fp4/w4a8.rs) and the e4m3 tables its block offsets name.
 #pragma once
 #include "common/fp8.cuh"
 #include "common/types.cuh"

@@ -212,7 +212,6 @@ mod tests {
             n,
             k,
             swiglu: false,
-            order: Default::default(),
         };
         let cpu = &Device::Cpu;
         let sx = Tensor::zeros((rows, k / 128), DType::F32, cpu).unwrap();

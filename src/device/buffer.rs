@@ -130,6 +130,35 @@ impl DeviceBuffer {
         unsafe { result::memset_d8_async(self.ptr, value, self.bytes, stream) }
             .map_err(|e| Error::cuda("memset", format!("{e:?}")))
     }
+
+    /// Sets `width` bytes to `value` at `first_byte`, `first_byte + pitch`, ... (`rows` times) on
+    /// the context's stream (asynchronous): a field of every record in an array of records.
+    pub fn fill_strided(
+        &self,
+        value: u8,
+        (first_byte, width, pitch, rows): (usize, usize, usize, usize),
+        ctx: &Context,
+    ) -> Result<()> {
+        if rows == 0 || width == 0 {
+            return Ok(());
+        }
+        if width > pitch || first_byte + (rows - 1) * pitch + width > self.bytes {
+            return Err(Error::invalid("strided fill outside the buffer"));
+        }
+        // SAFETY: every row's range lies inside this allocation (checked above).
+        unsafe {
+            sys::cuMemsetD2D8Async(
+                self.ptr + first_byte as u64,
+                pitch,
+                value,
+                width,
+                rows,
+                ctx.stream,
+            )
+        }
+        .result()
+        .map_err(|e| Error::cuda("strided memset", format!("{e:?}")))
+    }
 }
 
 impl Drop for DeviceBuffer {

@@ -12,13 +12,17 @@ use crate::formats::ScaleRecipe;
 use crate::ops::fp8::{self, Granularity, QuantSpec};
 use crate::ops::gemm::DType;
 use crate::ops::moe::fp4::kernel_w4a8::{auto_form, W4a8Layout, W4a8Variant, NAME};
-use crate::ops::moe::fp4::w4a8::W4a8Order;
+use crate::ops::moe::fp4::w4a8::{W4A8_ATOM_BYTES, W4A8_CODE_BYTES};
 use crate::ops::moe::fp4::{W4a8Experts, W4a8Operands};
 use crate::ops::moe::fp8_problem::Fp8MoeProblem;
 use crate::ops::moe::schedule::sched_bytes;
 use crate::ops::moe::{MoeProblem, Rows};
 use crate::ops::registry::Registry;
 use crate::overrides::{MoeOverrides, W4a8Decode, W4a8Form};
+
+/// The offset byte of every block of the bench's weights: 8 (u + 8) with u = 4, a table
+/// `wide-calc` computes (any of u -5..6 times the same in every form).
+const BENCH_OFFSET: u8 = 96;
 
 /// The W4A8 kernel's problem for `p`'s rows, shape and SwiGLU (its routing; the W1/W3 layout
 /// matters to the bf16 kernel only).
@@ -63,10 +67,9 @@ pub fn bench_w4a8(
             "e4m3 activations are quantised from bf16 here; leave out --dtype",
         ));
     }
-    let Some(&first) = forms.first() else {
+    if forms.is_empty() {
         return Err(Error::invalid("name at least one W4A8 form to time"));
-    };
-    let order = W4a8Order::for_form(first);
+    }
     W4a8Experts::supports(&p, &ctx.info).map_err(Error::refused(NAME))?;
     let run = BenchRun::new(ctx, opt)?;
     let (bf16, bf16_bufs, bf16_what) = run.bf16_parts(reg, &mp)?;
@@ -75,18 +78,26 @@ pub fn bench_w4a8(
         n: p.n,
         k: p.k,
         swiglu: p.swiglu.is_some(),
-        order,
     };
     let s = |i: u64| run.seed.wrapping_add(i);
     // X drawn in bf16 and quantised by kiln's quantiser (real e4m3 codes and scales); random
-    // weight bytes (codes are any bytes; the kernel masks each block's offset byte to one of
-    // its 16 tables, the NaN one included, which times the same: `w4a8::table_offset`); random
-    // row factors
+    // weight codes (any bytes) with the offsets below; random row factors
     let (xr, k) = (p.x_rows(), p.k);
     let x = random_buffer(ctx, DType::Bf16, xr * k, s(20))?;
     let spec = QuantSpec::e4m3(Granularity::Block1x128, ScaleRecipe::Fp32);
     let q = fp8::quantize(ctx, &x, DType::Bf16, xr, k, k, spec)?;
     let w = random_buffer(ctx, DType::Bf16, p.experts * l.expert_bytes() / 2, s(21))?;
+    // each block's offset byte as a prepack writes it (here u = 4 for all), not random: random
+    // bytes name the subnormal tables and the NaN one in a quarter of the blocks, which real
+    // weights name only for blocks 2^11 below their row's largest, and `wide-calc` loads those
+    // tables where it computes the others (F191)
+    let atoms = p.experts * l.expert_bytes() / W4A8_ATOM_BYTES;
+    let offsets = (W4A8_CODE_BYTES, W4A8_ATOM_BYTES - W4A8_CODE_BYTES);
+    w.fill_strided(
+        BENCH_OFFSET,
+        (offsets.0, offsets.1, W4A8_ATOM_BYTES, atoms),
+        ctx,
+    )?;
     let escale = random_buffer(ctx, DType::F32, l.escale_len(), s(22))?;
     let y = ctx.alloc(xr * p.n * 2)?;
     let rows = DeviceBuffer::from_host(mp.rows_array())?;
@@ -111,14 +122,8 @@ pub fn bench_w4a8(
     let bops = bf16_bufs.operands();
     let mut launches: Vec<Box<dyn FnMut() -> Result<()> + '_>> =
         vec![Box::new(|| bf16.launch(ctx, &mp, &bops))];
-    // the weights are random bytes, so they are as random in either order: each form reads
-    // them in its own (rs-frags and wide-rs in the A fragments', the others in the rows')
     for &f in forms {
-        let (p, ops) = (&p, &ops);
-        let l = W4a8Layout {
-            order: W4a8Order::for_form(f),
-            ..l
-        };
+        let (p, ops, l) = (&p, &ops, l);
         launches.push(Box::new(move || {
             W4a8Experts::launch_form(ctx, p, &l, ops, f)
         }));
@@ -162,10 +167,7 @@ fn form_label(ctx: &Context, p: &Fp8MoeProblem, form: W4a8Form) -> Result<String
     let resolved = auto_form(p, &k);
     let (name, v) = (resolved.name(), W4a8Variant::for_form(&k, resolved)?);
     let auto = if form == W4a8Form::Auto { "auto: " } else { "" };
-    Ok(if v.rs {
-        let bm = v.bm();
-        format!("128 weight rows x {bm} tokens, register-decoded e4m3 ({name})")
-    } else if v.wide {
+    Ok(if v.wide {
         format!("192 tokens x 128 weight rows, smem-decoded e4m3, three consumers ({auto}{name})")
     } else if v.decode == W4a8Decode::Consumers {
         format!("128 tokens x 128 weight rows, smem-decoded e4m3 ({auto}{name})")

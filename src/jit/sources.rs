@@ -202,16 +202,16 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/fp4_experts_w4a8.cu"),
     ),
     (
-        "moe/fp4_experts_w4a8_rs.cu",
-        include_str!("../../kernels/moe/fp4_experts_w4a8_rs.cu"),
-    ),
-    (
         "moe/fp4_experts_w4a8_wide.cu",
         include_str!("../../kernels/moe/fp4_experts_w4a8_wide.cu"),
     ),
     (
         "moe/w4a8_lean.cuh",
         include_str!("../../kernels/moe/w4a8_lean.cuh"),
+    ),
+    (
+        "moe/w4a8_calc.cuh",
+        include_str!("../../kernels/moe/w4a8_calc.cuh"),
     ),
     (
         "moe/w4a8_args.cuh",
@@ -530,7 +530,6 @@ mod tests {
                 ("moe/fp4_experts_w4a8.cu", "KILN_W4A8_SX"),
                 ("moe/fp4_experts_w4a8.cu", "KILN_W4A8_DEC"),
                 ("moe/fp4_experts_w4a8.cu", "KILN_W4A8_ASTAGES"),
-                ("moe/fp4_experts_w4a8_rs.cu", "KILN_W4A8_RS_BM"),
                 ("gemm/wgmma_tma_ws.cu", "KILN_CPA"),
                 ("gemm/wgmma_tma_ws.cu", "KILN_C_T"),
                 ("gemm/mma_sync.cu", "KILN_ELEM_LOADS")

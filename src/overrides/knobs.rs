@@ -879,15 +879,12 @@ pub(super) static KNOBS: &[Knob] = &[
             "`auto` (`wide-lean` for the fused SwiGLU and `wide` for the grouped GEMM where \
              the launch's rows are contiguous and average at least 112 an expert, `ss` \
              otherwise), `ss` (the decoded weights in shared \
-             memory, wgmma's B, read by both consumers), `rs` (each consumer decodes its own \
-             weight rows into wgmma's register A, the tokens as N; with KILN_W4A8_SX=tma only), \
-             `rs-lanes` (rs with each K block's X scales laid out lane-major before the \
-             promotion), `rs-frags` (rs-lanes on weights prepacked in the A fragments' order), \
-             `wide` (ss in tiles of 192 tokens, three consumers; with KILN_W4A8_SX=tma only, at \
-             most 256 experts), `wide-lean` (wide with each decoding thread's shared loads \
-             before its stores, its addresses kept across the K loop and seven operations a code \
-             word) or `wide-rs` (rs-frags in tiles of 192 tokens, two consumers; at most 256 \
-             experts): the form of the W4A8 experts' kernel"
+             memory, wgmma's B, read by both consumers), `wide` (ss in tiles of 192 tokens, \
+             three consumers; with KILN_W4A8_SX=tma only, at most 256 experts), `wide-lean` \
+             (wide with each decoding thread's shared loads before its stores, its addresses \
+             kept across the K loop and seven operations a code word) or `wide-calc` (wide-lean \
+             with each block's e4m3 table computed from its offset instead of loaded; the \
+             SwiGLU's, the grouped GEMM runs wide): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "auto",

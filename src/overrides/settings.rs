@@ -410,13 +410,12 @@ pub struct MoeOverrides {
     /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
-    /// `KILN_W4A8_FORM` (`auto`, `ss`, `rs`, `rs-lanes`, `rs-frags`, `wide`, `wide-lean` or
-    /// `wide-rs`):
-    /// the W4A8 experts with the decoded weights in shared memory as wgmma's B (both consumers
-    /// reading one decode), decoded by each consumer into its register A operand with the tokens
-    /// as N (docs/moe.md, ledger F20-F22), or in tiles of 192 tokens read by three consumers
-    /// (`wide`, F60; `wide-lean` with each decoding thread's loads first from addresses kept a
-    /// tile, F122; `wide-rs`, `rs-frags` in tiles of 192 tokens, F171). Default
+    /// `KILN_W4A8_FORM` (`auto`, `ss`, `wide`, `wide-lean` or `wide-calc`): the W4A8 experts with
+    /// the decoded weights in shared memory as wgmma's B, read by two consumers of 64 tokens
+    /// (`ss`) or in tiles of 192 tokens by three (`wide`, F60; `wide-lean` with each decoding
+    /// thread's loads first from addresses kept a tile, F122; `wide-calc`, wide-lean with the
+    /// blocks' e4m3 tables computed, F191). (The register forms `rs`, `rs-lanes`,
+    /// `rs-frags` and `wide-rs` lost every round: deleted 2026-12-01, F190.) Default
     /// `auto`: `wide-lean` for the SwiGLU and `wide` for the grouped GEMM at prefill, where `wide`
     /// won two rounds (F60; the GEMM's F90, F120) and `wide-lean` two against `wide-first`, which
     /// had won two against `wide` (F91, F122, F150; `wide-first` deleted), `ss` at decode (F90).
@@ -520,15 +519,6 @@ pub enum W4a8Form {
     Auto,
     /// The decoded weights in shared memory, wgmma's B operand, read by both consumers.
     Ss,
-    /// Each consumer decodes its own weight rows into wgmma's register A operand; the tokens
-    /// are N (ledger F20).
-    Rs,
-    /// `Rs` with each K block's X scales laid out lane-major by the consumer before its
-    /// promotion reads them (ledger F21).
-    RsLanes,
-    /// `RsLanes` on weights prepacked in the A fragments' order (`W4a8Order::Frags`): one
-    /// 16-byte load a row and K block, no per-lane halves (ledger F22).
-    RsFrags,
     /// `Ss` in tiles of 192 tokens: three consumer warpgroups of 64 read each decoded weight
     /// tile, one accumulator each (ledger F60).
     Wide,
@@ -536,9 +526,9 @@ pub enum W4a8Form {
     /// first store (F91's `wide-first`, deleted after this won two rounds against it), its
     /// addresses kept across the K loop and seven operations a code word (ledger F122, F150).
     WideLean,
-    /// `RsFrags` in tiles of 192 tokens: two consumers each decode their 64 weight rows into
-    /// wgmma's register A and run m64n192k32 over the tile's tokens (ledger F171).
-    WideRs,
+    /// `WideLean` with each 32-block's e4m3 table computed from its offset byte instead of
+    /// loaded from shared memory: one round of shared loads before the permutes (ledger F191).
+    WideCalc,
 }
 
 impl W4a8Form {
@@ -547,25 +537,19 @@ impl W4a8Form {
         match self {
             W4a8Form::Auto => "auto",
             W4a8Form::Ss => "ss",
-            W4a8Form::Rs => "rs",
-            W4a8Form::RsLanes => "rs-lanes",
-            W4a8Form::RsFrags => "rs-frags",
             W4a8Form::Wide => "wide",
             W4a8Form::WideLean => "wide-lean",
-            W4a8Form::WideRs => "wide-rs",
+            W4a8Form::WideCalc => "wide-calc",
         }
     }
 
     /// Every value the knob takes.
-    pub const ALL: [W4a8Form; 8] = [
+    pub const ALL: [W4a8Form; 5] = [
         W4a8Form::Auto,
         W4a8Form::Ss,
-        W4a8Form::Rs,
-        W4a8Form::RsLanes,
-        W4a8Form::RsFrags,
         W4a8Form::Wide,
         W4a8Form::WideLean,
-        W4a8Form::WideRs,
+        W4a8Form::WideCalc,
     ];
 }
 

@@ -142,7 +142,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_TMA_PROMOTION", "none"),
         ("KILN_TUNE_FAKE", "hang@3,crash@5,wrong@7"),
         ("KILN_W4A8_DECODE", "producer"),
-        ("KILN_W4A8_FORM", "rs-lanes"),
+        ("KILN_W4A8_FORM", "wide"),
         ("KILN_W4A8_IDLE", "decode"),
         ("KILN_W4A8_PROMOTE", "beside"),
         ("KILN_W4A8_SX", "ldg"),

@@ -837,7 +837,6 @@ mod tests {
             n: 256,
             k: 512,
             swiglu: false,
-            order: Default::default(),
         };
         let rows = 300;
         let x = at(1 << 20, DType::E4m3, &[rows, 512]);

@@ -8,7 +8,7 @@ use super::kernel::{
     check_buffers, check_weights_fit, launch_persistent_threads, max_tiles_m, need_routing,
 };
 use super::layout::TILE_N;
-use super::w4a8::{W4a8Order, W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
+use super::w4a8::{W4a8Prepacked, W4A8_ATOM_BYTES, W4A8_K};
 use crate::device::{Context, DeviceBuffer, DeviceInfo, TensorMap, Tma2d, TmaDType, TmaSwizzle};
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
@@ -21,9 +21,6 @@ use crate::overrides::{MoeOverrides, W4a8Decode, W4a8Form};
 
 pub const NAME: &str = "fp4_experts_w4a8";
 pub const ENTRY: &str = "moe_fp4_experts_w4a8";
-/// `KILN_W4A8_FORM=rs`: the weights decoded into registers as wgmma's A operand, the tokens N
-/// (ledger F20).
-pub const RS_ENTRY: &str = "moe_fp4_experts_w4a8_rs";
 /// `KILN_W4A8_FORM=wide`: tiles of 192 tokens, three consumers (ledger F60).
 pub const WIDE_ENTRY: &str = "moe_fp4_experts_w4a8_wide";
 /// Tokens of a tile (two consumers of 64) and its K block.
@@ -57,9 +54,6 @@ const ATOM_STAGE_BYTES: u32 = 2 * W4A8_ATOM_BYTES as u32;
 pub const ATOM_STAGES: u32 = 6;
 /// Three decoded 128 x 128 e4m3 weight tiles, and the 15 e4m3 tables.
 const SLOTS_BYTES: u32 = 3 * 128 * 128;
-/// `KILN_W4A8_FORM=wide-rs`: no decoded tiles; the two consumers' lane-major scale buffers (four
-/// of 832 bytes each) in their place, so that six stages of 34 KB fit.
-const WIDE_RS_SLOTS_BYTES: u32 = 8 * 1024;
 const LUT_BYTES: u32 = 128;
 /// `KILN_W4A8_DECODE=producer`: each slot's ready and free barriers, after the tables.
 const SLOT_BARRIER_BYTES: u32 = 64;
@@ -82,23 +76,11 @@ pub struct W4a8Variant {
     /// decodes both atoms (ledger F17). Only with `beside` and `sx_staged` (without `beside` the
     /// SwiGLU spills 4 bytes, and so does the grouped GEMM with the scales from global memory).
     pub idle_decode: bool,
-    /// `KILN_W4A8_FORM=rs`: `kernels/moe/fp4_experts_w4a8_rs.cu`, each consumer decoding its own
-    /// weight rows into wgmma's register A operand, the tokens as N (ledger F20). Reads the
-    /// staged scales, so only with `sx_staged` and none of the other knobs (they order the
-    /// shared-memory form's decode). Same shared-memory layout and stages as the default.
-    pub rs: bool,
-    /// `KILN_W4A8_FORM=rs-lanes` (with `rs`): each K block's X scales laid out lane-major by
-    /// the consumer (one load, one store and a 128-thread barrier a thread) so that its
-    /// promotion reads them in 8 sixteen-byte loads instead of 32 four-byte ones (ledger F21).
-    pub sx_lanes: bool,
-    /// `KILN_W4A8_FORM=rs-frags` (with `sx_lanes`): the weights prepacked in the A fragments'
-    /// order ([`W4a8Order::Frags`]), one 16-byte load a row and K block (ledger F22).
-    pub frags: bool,
     /// `KILN_W4A8_FORM=wide`: `kernels/moe/fp4_experts_w4a8_wide.cu`, the shared-memory form in
     /// tiles of [`WIDE_BM`] tokens, three consumers reading each decoded weight tile (ledger
-    /// F60). Its own stages; with `sx_staged` and none of the other knobs. With `rs`, `sx_lanes`
-    /// and `frags` (`KILN_W4A8_FORM=wide-rs`, F171): the register form in tiles of [`WIDE_BM`]
-    /// tokens, two consumers, six stages.
+    /// F60). Its own stages; with `sx_staged` and none of the other knobs. (The register forms
+    /// `rs`, `rs-lanes`, `rs-frags` and `wide-rs` lost every round and were deleted on
+    /// 2026-12-01, F190.)
     pub wide: bool,
     /// `KILN_W4A8_FORM=wide-lean` (with `wide`; `auto`'s SwiGLU form): each decoding thread's
     /// shared loads of both 32-blocks of its unit before its first store (F91's `wide-first`,
@@ -106,6 +88,10 @@ pub struct W4a8Variant {
     /// addresses kept across the K loop (no thread index re-read a step) and seven operations a
     /// code word (ledger F122; the SwiGLU's: [`W4a8Variant::kernel`]).
     pub lean: bool,
+    /// `KILN_W4A8_FORM=wide-calc` (with `lean`; off by default, ledger F191): each 32-block's
+    /// e4m3 table computed from its offset byte in registers instead of loaded from shared
+    /// memory (`kernels/moe/w4a8_calc.cuh`), so a decoding thread's loads are one round.
+    pub calc: bool,
 }
 
 impl W4a8Variant {
@@ -115,12 +101,7 @@ impl W4a8Variant {
         } else {
             0
         };
-        let slots = if self.rs && self.wide {
-            WIDE_RS_SLOTS_BYTES
-        } else {
-            SLOTS_BYTES
-        };
-        1024 + slots + LUT_BYTES + bars + INDEX_RING_BYTES + (3 * self.max_experts() + 2) * 4
+        1024 + SLOTS_BYTES + LUT_BYTES + bars + INDEX_RING_BYTES + (3 * self.max_experts() + 2) * 4
     }
 
     /// Tokens of a tile.
@@ -177,25 +158,15 @@ impl W4a8Variant {
         decode: W4a8Decode::Consumers,
         beside: false,
         idle_decode: false,
-        rs: false,
-        sx_lanes: false,
-        frags: false,
         wide: false,
         lean: false,
+        calc: false,
     };
 
     /// `KILN_W4A8_FORM=wide`: the default's knobs in tiles of [`WIDE_BM`] tokens.
     pub const WIDE: W4a8Variant = W4a8Variant {
         wide: true,
         ..W4a8Variant::DEFAULT
-    };
-
-    /// `KILN_W4A8_FORM=wide-rs` (ledger F171): `rs-frags` in tiles of [`WIDE_BM`] tokens.
-    pub const WIDE_RS: W4a8Variant = W4a8Variant {
-        rs: true,
-        sx_lanes: true,
-        frags: true,
-        ..W4a8Variant::WIDE
     };
 
     /// What `KILN_W4A8_FORM=auto` runs for the fused SwiGLU at prefill ([`auto_form`]):
@@ -206,9 +177,15 @@ impl W4a8Variant {
         ..W4a8Variant::WIDE
     };
 
+    /// `KILN_W4A8_FORM=wide-calc` (ledger F191): `wide-lean` with the tables computed.
+    pub const WIDE_CALC: W4a8Variant = W4a8Variant {
+        calc: true,
+        ..W4a8Variant::WIDE_LEAN
+    };
+
     /// Every variant, the default first; each entry spells only what differs from
     /// [`W4a8Variant::DEFAULT`] (or from [`W4a8Variant::WIDE`]).
-    pub const ALL: [W4a8Variant; 15] = {
+    pub const ALL: [W4a8Variant; 12] = {
         const D: W4a8Variant = W4a8Variant::DEFAULT;
         [
             D,
@@ -236,18 +213,6 @@ impl W4a8Variant {
                 idle_decode: true,
                 ..D
             },
-            W4a8Variant { rs: true, ..D },
-            W4a8Variant {
-                rs: true,
-                sx_lanes: true,
-                ..D
-            },
-            W4a8Variant {
-                rs: true,
-                sx_lanes: true,
-                frags: true,
-                ..D
-            },
             W4a8Variant {
                 decode: W4a8Decode::Warpgroup,
                 ..D
@@ -258,23 +223,23 @@ impl W4a8Variant {
             },
             W4a8Variant::WIDE,
             W4a8Variant::WIDE_LEAN,
-            W4a8Variant::WIDE_RS,
+            W4a8Variant::WIDE_CALC,
         ]
     };
 
     /// Threads a CTA: a fourth warpgroup with `KILN_W4A8_DECODE=warpgroup` (its decoders) and
-    /// `KILN_W4A8_FORM=wide` (a third consumer; `wide-rs` has two).
+    /// `KILN_W4A8_FORM=wide` (a third consumer).
     pub const fn threads(self) -> u32 {
         match self.decode {
-            _ if self.wide && !self.rs => 512,
+            _ if self.wide => 512,
             W4a8Decode::Warpgroup | W4a8Decode::WarpgroupRing => 512,
             _ => 384,
         }
     }
 
     /// The variant whose kernel runs it for the fused SwiGLU (`swiglu`) or the grouped GEMM: the
-    /// grouped GEMM's `wide-lean` is `wide` (its decode spills there at 160 registers), so that
-    /// they are one spec, one compile and one cache entry.
+    /// grouped GEMM's `wide-lean` (and `wide-calc`) is `wide` (its decode spills there at 160
+    /// registers), so that they are one spec, one compile and one cache entry.
     pub const fn kernel(self, swiglu: bool) -> Self {
         if !swiglu && self.lean {
             W4a8Variant::WIDE
@@ -309,24 +274,16 @@ impl W4a8Variant {
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
-        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideLean | W4a8Form::WideRs);
-        let rs = matches!(
+        let wide = matches!(
             form,
-            W4a8Form::Rs | W4a8Form::RsLanes | W4a8Form::RsFrags | W4a8Form::WideRs
+            W4a8Form::Wide | W4a8Form::WideLean | W4a8Form::WideCalc
         );
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide, wide-lean and wide-rs read X's scales from the stages and decode on their \
+                "KILN_W4A8_FORM=wide, wide-lean and wide-calc read X's scales from the stages and decode on their \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
-            ));
-        }
-        if rs && (!sx_staged || off_consumers || beside || idle_decode) {
-            return Err(Error::invalid(
-                "KILN_W4A8_FORM=rs, rs-lanes and rs-frags read X's scales from the stages and decode on \
-                 their consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, \
-                 KILN_W4A8_PROMOTE and KILN_W4A8_IDLE at their defaults",
             ));
         }
         if off_consumers && beside {
@@ -352,14 +309,9 @@ impl W4a8Variant {
             decode,
             beside,
             idle_decode,
-            rs,
-            sx_lanes: matches!(
-                form,
-                W4a8Form::RsLanes | W4a8Form::RsFrags | W4a8Form::WideRs
-            ),
-            frags: matches!(form, W4a8Form::RsFrags | W4a8Form::WideRs),
             wide,
-            lean: form == W4a8Form::WideLean,
+            lean: matches!(form, W4a8Form::WideLean | W4a8Form::WideCalc),
+            calc: form == W4a8Form::WideCalc,
         })
     }
 }
@@ -445,8 +397,6 @@ pub struct W4a8Layout {
     pub n: usize,
     pub k: usize,
     pub swiglu: bool,
-    /// The order of the code words in the atoms: the kernel form must match it.
-    pub order: W4a8Order,
 }
 
 impl W4a8Prepacked {
@@ -456,7 +406,6 @@ impl W4a8Prepacked {
             n: self.n,
             k: self.k,
             swiglu: self.swiglu,
-            order: self.order,
         }
     }
 }
@@ -468,7 +417,6 @@ impl W4a8Layout {
             n: self.n,
             k: self.k,
             swiglu: self.swiglu,
-            order: self.order,
             bytes: Vec::new(),
             escale: Vec::new(),
         }
@@ -534,9 +482,7 @@ impl W4a8Experts {
     /// (`KILN_W4A8_IDLE=decode`); each defined only when on.
     pub fn spec(arch: &str, swiglu: bool, v: W4a8Variant) -> KernelSpec {
         let v = v.kernel(swiglu);
-        let (file, entry) = if v.rs {
-            ("moe/fp4_experts_w4a8_rs.cu", RS_ENTRY)
-        } else if v.wide {
+        let (file, entry) = if v.wide {
             ("moe/fp4_experts_w4a8_wide.cu", WIDE_ENTRY)
         } else {
             ("moe/fp4_experts_w4a8.cu", ENTRY)
@@ -547,7 +493,7 @@ impl W4a8Experts {
             .define("KILN_STAGES", v.stages())
             .define("KILN_MAX_EXPERTS", v.max_experts())
             .define("KILN_SMEM", v.smem_bytes());
-        if v.sx_staged && !v.rs && !v.wide {
+        if v.sx_staged && !v.wide {
             s = s.define("KILN_W4A8_SX", 1);
         }
         match v.decode {
@@ -566,17 +512,11 @@ impl W4a8Experts {
         if v.idle_decode {
             s = s.define("KILN_W4A8_IDLE", 1);
         }
-        if v.sx_lanes {
-            s = s.define("KILN_W4A8_SXL", 1);
-        }
-        if v.frags {
-            s = s.define("KILN_W4A8_FRAGS", 1);
-        }
-        if v.rs && v.wide {
-            s = s.define("KILN_W4A8_RS_BM", WIDE_BM);
-        }
         if v.lean {
             s = s.define("KILN_W4A8_LEAN", 1);
+        }
+        if v.calc {
+            s = s.define("KILN_W4A8_CALC", 1);
         }
         s
     }
@@ -672,20 +612,6 @@ impl W4a8Experts {
         let form = auto_form(p, knobs);
         // the kernel's variant: its shared memory and threads are the launch's
         let v = W4a8Variant::for_form(knobs, form)?.kernel(swiglu);
-        let want = if v.frags {
-            W4a8Order::Frags
-        } else {
-            W4a8Order::Rows
-        };
-        if l.order != want {
-            return Err(Error::invalid(format!(
-                "the W4A8 weights are prepacked in the {:?} order but KILN_W4A8_FORM={} reads the \
-                 {want:?} order: prepack them with `prepack_w4a8_in` / `prepack_w4a8_swiglu_in` \
-                 and W4a8Order::{want:?}, or set KILN_W4A8_FORM to match",
-                l.order,
-                form.name()
-            )));
-        }
         if p.experts > v.max_experts() as usize {
             return Err(Error::invalid(format!(
                 "KILN_W4A8_FORM={} takes at most {} experts a launch, not {}: leave \
@@ -790,14 +716,9 @@ mod tests {
             .iter()
             .filter(|v| !v.wide)
             .all(|v| v.stages() == 6));
-        // the wide form's 34 KB stages: five, with the tables of 256 experts (four with 1,024);
-        // wide-rs has no decoded tiles: six, two consumers
+        // the wide form's 34 KB stages: five, with the tables of 256 experts (four with 1,024)
         for wide in W4a8Variant::ALL.iter().filter(|v| v.wide) {
-            let (stages, threads) = if wide.rs { (6, 384) } else { (5, 512) };
-            assert!(
-                wide.stages() == stages && wide.threads() == threads,
-                "{wide:?}"
-            );
+            assert!(wide.stages() == 5 && wide.threads() == 512, "{wide:?}");
             assert_eq!(wide.stage_size(), 192 * 128 + 10 * 1024);
         }
         assert_eq!(
@@ -816,6 +737,16 @@ mod tests {
         assert_ne!(
             W4a8Experts::spec("sm_90a", true, v),
             W4a8Experts::spec("sm_90a", true, W4a8Variant::WIDE)
+        );
+        // wide-calc's too: its grouped GEMM is wide's, its SwiGLU neither wide's nor wide-lean's
+        let c = W4a8Variant::WIDE_CALC;
+        assert_eq!(
+            W4a8Experts::spec("sm_90a", false, c),
+            W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE)
+        );
+        assert_ne!(
+            W4a8Experts::spec("sm_90a", true, c),
+            W4a8Experts::spec("sm_90a", true, v)
         );
     }
 
@@ -842,9 +773,6 @@ mod tests {
                 .unwrap_err();
             assert!(e.to_string().contains("KILN_W4A8_IDLE=decode"), "{e}");
         }
-        let e = W4a8Variant::from_knobs(false, W4a8Decode::Consumers, false, false, W4a8Form::Rs)
-            .unwrap_err();
-        assert!(e.to_string().contains("KILN_W4A8_FORM=rs"), "{e}");
         let e = W4a8Variant::from_knobs(true, W4a8Decode::Warpgroup, false, false, W4a8Form::Wide)
             .unwrap_err();
         assert!(e.to_string().contains("KILN_W4A8_FORM=wide"), "{e}");
@@ -928,7 +856,7 @@ mod tests {
             (W4a8Form::Ss, W4a8Variant::DEFAULT),
             (W4a8Form::Wide, W4a8Variant::WIDE),
             (W4a8Form::WideLean, W4a8Variant::WIDE_LEAN),
-            (W4a8Form::WideRs, W4a8Variant::WIDE_RS),
+            (W4a8Form::WideCalc, W4a8Variant::WIDE_CALC),
         ] {
             let k = MoeOverrides {
                 w4a8_form: form,

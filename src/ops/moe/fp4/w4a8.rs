@@ -18,11 +18,8 @@
 //! bits 8j + 7, of codes 4..7 at bits 8j + 3 (the nibbles' free top bits), so that
 //! prmt(table, w & 0x7777) | (w & 0x80808080) is the first four e4m3 bytes and the same of
 //! (w >> 16, w << 4) the next four.
-//!
-//! [`W4a8Order::Frags`] (the register form's `KILN_W4A8_FORM=rs-frags`) keeps the atoms, the
-//! offsets and the word format but orders the code words as wgmma's m64k32 A fragments: row r's
-//! 16 bytes for lane class q (a lane's lane % 4) at byte 64 r + 16 q, word kk holding k
-//! 32 kk + 4 q .. + 3 as its codes 0..3 and k 32 kk + 16 + 4 q .. + 3 as its codes 4..7.
+//! (The register forms' second order of the code words, their A fragments', went with them on
+//! 2026-12-01, ledger F190.)
 
 use rayon::prelude::*;
 
@@ -79,41 +76,11 @@ pub fn decode_word(word: u32, u: i32) -> [u8; 8] {
     out
 }
 
-/// The order of an atom's code words (module docs): the shared-memory form's, a row's 128 k in
-/// order, or the register form's A fragments (`KILN_W4A8_FORM=rs-frags`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum W4a8Order {
-    #[default]
-    Rows,
-    Frags,
-}
-
-impl W4a8Order {
-    /// The order the kernel form `KILN_W4A8_FORM` reads.
-    pub fn for_form(form: crate::overrides::W4a8Form) -> Self {
-        use crate::overrides::W4a8Form;
-        if matches!(form, W4a8Form::RsFrags | W4a8Form::WideRs) {
-            W4a8Order::Frags
-        } else {
-            W4a8Order::Rows
-        }
-    }
-
-    /// Byte offset in an atom of the word holding codes k8 .. k8 + 3 or + 7 of row r (k8 a
-    /// multiple of 4 under 128), and whether they are its codes 4..7.
-    pub fn word(self, r: usize, k4: usize) -> (usize, bool) {
-        match self {
-            W4a8Order::Rows => {
-                let (t, i) = (2 * r + k4 / 64, (k4 % 64) / 8);
-                (2048 * (i / 4) + 16 * t + 4 * (i % 4), k4 % 8 >= 4)
-            }
-            W4a8Order::Frags => {
-                let (kk, kin) = (k4 / 32, k4 % 32);
-                let q = (kin % 16) / 4;
-                (64 * r + 16 * q + 4 * kk, kin >= 16)
-            }
-        }
-    }
+/// Byte offset in an atom of the word holding codes k4 .. k4 + 3 of row r (k4 a multiple of 4
+/// under 128: thread 2r + k4 / 64's word (k4 % 64) / 8), and whether they are its codes 4..7.
+pub fn word_at(r: usize, k4: usize) -> (usize, bool) {
+    let (t, i) = (2 * r + k4 / 64, (k4 % 64) / 8);
+    (2048 * (i / 4) + 16 * t + 4 * (i % 4), k4 % 8 >= 4)
 }
 
 /// MXFP4 weights in the W4A8 layout, with each row's epilogue factor.
@@ -123,8 +90,6 @@ pub struct W4a8Prepacked {
     pub n: usize,
     pub k: usize,
     pub swiglu: bool,
-    /// The order of the code words in each atom.
-    pub order: W4a8Order,
     pub bytes: Vec<u8>,
     /// [E][halves][N rounded up to 128]: 2^(c_ref - 127) of each row (1 for padding rows).
     pub escale: Vec<f32>,
@@ -159,7 +124,7 @@ impl W4a8Prepacked {
         let atom =
             e * self.expert_bytes() + (block * self.katoms() + kk / W4A8_K) * W4A8_ATOM_BYTES;
         let (r, k) = (row % ATOM_ROWS, kk % W4A8_K);
-        let (w, hi) = self.order.word(r, k & !3);
+        let (w, hi) = word_at(r, k & !3);
         let o = atom + w;
         let word = u32::from_le_bytes(self.bytes[o..o + 4].try_into().expect("4 bytes"));
         let u =
@@ -175,26 +140,12 @@ type Source<'a> = dyn Fn(usize, usize) -> (&'a Fp4Weights, usize) + Sync + 'a;
 
 /// The W4A8 prepack of a grouped GEMM's W [E, N, K] in MXFP4.
 pub fn prepack_w4a8(w: &Fp4Weights) -> Result<W4a8Prepacked> {
-    prepack_w4a8_in(w, W4a8Order::Rows)
-}
-
-/// [`prepack_w4a8`] with the code words in `order`.
-pub fn prepack_w4a8_in(w: &Fp4Weights, order: W4a8Order) -> Result<W4a8Prepacked> {
     check_format(w)?;
-    pack(w.experts, w.rows, w.k, false, order, &|_, r| (w, r))
+    pack(w.experts, w.rows, w.k, false, &|_, r| (w, r))
 }
 
 /// The W4A8 prepack of the SwiGLU's W1 and W3 (or one interleaved W13), as [`super::prepack_swiglu`].
 pub fn prepack_w4a8_swiglu(w1: &Fp4Weights, w3: Option<&Fp4Weights>) -> Result<W4a8Prepacked> {
-    prepack_w4a8_swiglu_in(w1, w3, W4a8Order::Rows)
-}
-
-/// [`prepack_w4a8_swiglu`] with the code words in `order`.
-pub fn prepack_w4a8_swiglu_in(
-    w1: &Fp4Weights,
-    w3: Option<&Fp4Weights>,
-    order: W4a8Order,
-) -> Result<W4a8Prepacked> {
     check_format(w1)?;
     match w3 {
         Some(w3) => {
@@ -205,7 +156,7 @@ pub fn prepack_w4a8_swiglu_in(
                     w1.experts, w1.rows, w1.k, w3.experts, w3.rows, w3.k
                 )));
             }
-            pack(w1.experts, w1.rows, w1.k, true, order, &|h, r| {
+            pack(w1.experts, w1.rows, w1.k, true, &|h, r| {
                 (if h == 0 { w1 } else { w3 }, r)
             })
         }
@@ -218,7 +169,7 @@ pub fn prepack_w4a8_swiglu_in(
                     2 * il
                 )));
             }
-            pack(w1.experts, w1.rows / 2, w1.k, true, order, &|h, r| {
+            pack(w1.experts, w1.rows / 2, w1.k, true, &|h, r| {
                 (w1, 2 * il * (r / il) + r % il + h * il)
             })
         }
@@ -234,20 +185,12 @@ fn check_format(w: &Fp4Weights) -> Result<()> {
     w.validate()
 }
 
-fn pack(
-    experts: usize,
-    n: usize,
-    k: usize,
-    swiglu: bool,
-    order: W4a8Order,
-    src: &Source,
-) -> Result<W4a8Prepacked> {
+fn pack(experts: usize, n: usize, k: usize, swiglu: bool, src: &Source) -> Result<W4a8Prepacked> {
     let mut out = W4a8Prepacked {
         experts,
         n,
         k,
         swiglu,
-        order,
         bytes: Vec::new(),
         escale: Vec::new(),
     };
@@ -267,7 +210,7 @@ fn pack(
                     let codes = &w.codes[i * k / 2..(i + 1) * k / 2];
                     let scales = &w.scales[i * k / 32..(i + 1) * k / 32];
                     let at = (e, h, row);
-                    f[h * n_pad + row] = pack_row(dst, at, codes, scales, swiglu, katoms, order)?;
+                    f[h * n_pad + row] = pack_row(dst, at, codes, scales, swiglu, katoms)?;
                 }
             }
             Ok(f)
@@ -281,7 +224,6 @@ fn pack(
 
 /// Writes one row's codes and block offsets into expert e's bytes `dst`; returns the row's
 /// factor 2^(c_ref - 127).
-#[allow(clippy::too_many_arguments)]
 fn pack_row(
     dst: &mut [u8],
     (e, h, row): (usize, usize, usize),
@@ -289,7 +231,6 @@ fn pack_row(
     scales: &[u8],
     swiglu: bool,
     katoms: usize,
-    order: W4a8Order,
 ) -> Result<f32> {
     let live = |b: usize| codes[16 * b..16 * (b + 1)].iter().any(|&c| c & 0x77 != 0);
     let blocks = scales.len();
@@ -326,7 +267,7 @@ fn pack_row(
         }
         // each word: its low half's 4 codes from k4, its high half's from the word's other k4
         for k4 in (0..W4A8_K).step_by(4) {
-            let (o, hi) = order.word(r, k4);
+            let (o, hi) = word_at(r, k4);
             let k0 = W4A8_K * ka + k4;
             if k0 >= codes.len() * 2 || !live(k0 / 32) {
                 continue;
@@ -368,6 +309,34 @@ mod tests {
             Fp8Format::E4m3.decode(table_byte(7, U_MAX + 1)) as f64,
             768.0
         );
+    }
+
+    /// `KILN_W4A8_FORM=wide-calc` (F191, kernels/moe/w4a8_calc.cuh) computes tables 3..14 from
+    /// their offset byte 8i instead of loading them: word 0 = 8i x 0x01010100 - 0x04081000, word 1
+    /// = 8i x 0x01010101 + 0x0C080400, and loads the others (0..2 hold subnormals, 15 is NaN).
+    #[test]
+    fn the_computed_tables_are_the_kernels() {
+        let word = |u: i32, half: u8| {
+            u32::from_le_bytes([0, 1, 2, 3].map(|j| table_byte(4 * half + j, u)))
+        };
+        for i in 0u32..16 {
+            let toff = 8 * i;
+            let computed = (
+                toff.wrapping_mul(0x0101_0100).wrapping_sub(0x0408_1000),
+                toff.wrapping_mul(0x0101_0101).wrapping_add(0x0C08_0400),
+            );
+            // the kernel's test for a table it must load: toff - 24 > 88 unsigned
+            let loads = toff.wrapping_sub(24) > 88;
+            assert_eq!(loads, !(3..=14).contains(&i), "table {i}");
+            if i == 15 {
+                continue; // the NaN table, never computed
+            }
+            let u = i as i32 + U_MIN;
+            let table = (word(u, 0), word(u, 1));
+            if !loads {
+                assert_eq!(computed, table, "table {i} (u {u})");
+            }
+        }
     }
 
     #[test]
@@ -412,44 +381,26 @@ mod tests {
     }
 
     #[test]
-    fn each_order_puts_every_four_codes_in_one_half_word_and_frags_is_the_kernels() {
-        for order in [W4a8Order::Rows, W4a8Order::Frags] {
-            let mut seen = std::collections::HashSet::new();
-            for r in 0..ATOM_ROWS {
-                for k4 in (0..W4A8_K).step_by(4) {
-                    let (o, hi) = order.word(r, k4);
-                    assert!(o % 4 == 0 && o < W4A8_CODE_BYTES);
-                    assert!(seen.insert((o, hi)), "{order:?} r {r} k {k4}");
-                }
+    fn every_four_codes_sit_in_one_half_word_where_the_kernel_reads_them() {
+        let mut seen = std::collections::HashSet::new();
+        for r in 0..ATOM_ROWS {
+            for k4 in (0..W4A8_K).step_by(4) {
+                let (o, hi) = word_at(r, k4);
+                assert!(o % 4 == 0 && o < W4A8_CODE_BYTES);
+                assert!(seen.insert((o, hi)), "r {r} k {k4}");
             }
-            assert_eq!(seen.len(), W4A8_CODE_BYTES / 2);
         }
-        // kernels/moe/fp4_experts_w4a8_rs.cu: lane class q's 16 bytes of row r at 64r + 16q,
-        // word kk: k 32kk + 4q (codes 0..3) and 32kk + 16 + 4q (codes 4..7)
-        assert_eq!(
-            W4a8Order::Frags.word(5, 64 + 16 + 12),
-            (64 * 5 + 16 * 3 + 8, true)
-        );
-        assert_eq!(
-            W4a8Order::Frags.word(63, 96 + 4),
-            (64 * 63 + 16 + 12, false)
-        );
+        assert_eq!(seen.len(), W4A8_CODE_BYTES / 2);
         // the shared-memory form's: thread 2r + k / 64, word (k % 64) / 8
-        assert_eq!(W4a8Order::Rows.word(3, 72 + 4), (16 * 7 + 4, true));
+        assert_eq!(word_at(3, 72 + 4), (16 * 7 + 4, true));
     }
 
     #[test]
     fn prepacked_weights_are_the_exact_mxfp4_values() {
-        for order in [W4a8Order::Rows, W4a8Order::Frags] {
-            exact_in(order);
-        }
-    }
-
-    fn exact_in(order: W4a8Order) {
         // N and K off the 128 grid, zero blocks, both SwiGLU layouts
         for (rows, k) in [(64, 128), (72, 96), (130, 224)] {
             let w = random_expert_weights(Fp4Format::Mxfp4, &[0, 3, 4], rows, k, 7).unwrap();
-            let p = prepack_w4a8_in(&w, order).unwrap();
+            let p = prepack_w4a8(&w).unwrap();
             assert_eq!(p.bytes.len(), 3 * p.expert_bytes());
             for e in 0..3 {
                 let want = w.dequantize_expert(e).unwrap();
@@ -464,7 +415,7 @@ mod tests {
                 }
             }
             let w3 = random_expert_weights(Fp4Format::Mxfp4, &[1, 2, 5], rows, k, 8).unwrap();
-            let s = prepack_w4a8_swiglu_in(&w, Some(&w3), order).unwrap();
+            let s = prepack_w4a8_swiglu(&w, Some(&w3)).unwrap();
             for e in 0..3 {
                 let (a, b) = (
                     w.dequantize_expert(e).unwrap(),
@@ -479,7 +430,7 @@ mod tests {
             }
         }
         let w13 = random_expert_weights(Fp4Format::Mxfp4, &[2], 256, 64, 3).unwrap();
-        let il = prepack_w4a8_swiglu_in(&w13, None, order).unwrap();
+        let il = prepack_w4a8_swiglu(&w13, None).unwrap();
         let v = w13.dequantize_expert(0).unwrap();
         assert_eq!(il.value(0, 1, 100, 5), v[(100 + 128) * 64 + 5]);
         assert_eq!(il.value(0, 0, 100, 5), v[100 * 64 + 5]);

@@ -111,6 +111,16 @@
 // buffers (one consumer chunk after another's store has read its buffer): both consumers past
 // their last wgmmas (named barrier RING_BAR), every chunk written, one fence and barrier, and
 // the leader sends them all; the tail of a CTA whose one tile is all its work (M <= 128).
+// KILN_ARES = 1 (the `z` of a config; 2026-12-01, ledger row 171): the lean short-K form for
+// M <= BM and K of 4 blocks (K 385..512): every tile of a CTA has the same rows, so A's 4 K
+// blocks (64 KB at BM = 128) are loaded once into shared memory beside the ring, with their
+// scales (one bulk copy a block, on that block's own barrier), and the ring carries B alone
+// (16 KB a stage: 7 stages at 128 x 128, a CTA's two tiles' 8 blocks nearly all in flight from
+// the start) with each B block's 16-byte run of its 4 K blocks' scales. What this form never
+// takes is compiled out: split-K and stream-K units, the turns, the ring epilogue, the copier
+// warp, PDL's early weights, and (with KILN_TMAE) the register epilogue: the host runs the
+// config without `z` where one of them would be needed (M > BM, another K, scales or C that
+// bulk copies or TMA cannot address).
 #include "common/bulk_copy.cuh"
 #include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
@@ -128,7 +138,8 @@
 #if !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_SCALE) || !defined(KILN_PROMOTE) || \
     !defined(KILN_FP8_A) || !defined(KILN_FP8_B) || !defined(KILN_OUT) || !defined(KILN_SMEM) ||   \
     !defined(KILN_GROUP_M) || !defined(KILN_PIPE) || !defined(KILN_BM) || !defined(KILN_SSCALE) ||  \
-    !defined(KILN_CLUSTER) || !defined(KILN_CLUSTER_N) || !defined(KILN_TMAE) || !defined(KILN_ARS)
+    !defined(KILN_CLUSTER) || !defined(KILN_CLUSTER_N) || !defined(KILN_TMAE) || !defined(KILN_ARS) || \
+    !defined(KILN_ARES)
 #error "fp8_wgmma.cu needs every define src/ops/fp8/gemm.rs gives it"
 #endif
 
@@ -146,7 +157,9 @@ constexpr bool SA_BULK = SSCALE && CLUSTER == 1;
 // the kernels whose slot has room past the A scales for a 16-byte run per B block (KILN_SSCALE = 2)
 // but the 192-wide tile (`192th`, by name only: it spilled 28 bytes with it)
 constexpr bool SB_BULK = A_SCALE_TMA && CLUSTER == 1 && BN != 192;
-constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
+constexpr bool SPLIT_N = BM == 64;
+constexpr bool ARES = KILN_ARES != 0;       // A resident, a ring of B alone (above)
+constexpr int KA = ARES ? 4 : 0;            // its K blocks (K <= 512)          // the consumers split the tile's columns, not its rows
 // KILN_BM = 192 (`192x192md`, 2026-11-30): three consumer warpgroups of 64 rows each (cuBLASLt's
 // 192 x 192 tile at 6144^3 has the same rows), 512 threads; tensor scales unpromoted only, in
 // pairs along M (no split-K, turns or ring epilogue: their named barriers count two consumers).
@@ -182,10 +195,22 @@ static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2) && (CLUSTER == 1 || B
               "halves are whole 8-row swizzle atoms");
 constexpr int B_PART = BN / CM;  // B rows each CTA of a cluster loads (and multicasts along M)
 constexpr int A_PART = BM / CN;  // A rows likewise (along N)
-constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = A_BYTES + B_BYTES;
+// A tile's columns n0 = tn * BN .. + BN - 1 span B_SPAN B scale blocks at most: BN plus the
+// largest n0 % 128 (128 - gcd(BN, 128)) over 128, rounded up. Two for most widths; three for 176
+// (n0 % 128 up to 112: 112 + 176 = 288 columns from a block's start), in 128-row tiles with the
+// scales in shared memory only.
+constexpr int GCD_BN_128 = (BN & -BN) < 128 ? (BN & -BN) : 128;
+constexpr int B_SPAN = (BN - GCD_BN_128 + 127) / 128 + 1;
+// KILN_ARES: a stage is B alone, A's KA blocks resident before the ring (ARES_BYTES) and their
+// scales (SA_RES_BYTES, [kb][BM]) after the staging
+constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = ARES ? B_BYTES : A_BYTES + B_BYTES;
+constexpr u32 B_OFF = ARES ? 0 : A_BYTES;  // B's place in a stage
+constexpr u32 ARES_BYTES = KA * A_BYTES, SA_RES_BYTES = KA * BM * 4;
 // A stage's scale slot (KILN_SSCALE): the BM A scales, then the tile's B scales (up to three),
-// padded to 16; to 128 with KILN_SSCALE = 2, whose TMA writes the A scales at the slot's start.
-constexpr u32 SLOT_BYTES = !SSCALE ? 0 : A_SCALE_TMA ? (BM * 4 + 16 + 127) / 128 * 128 : BM * 4 + 16;
+// padded to 16; to 128 with KILN_SSCALE = 2, whose TMA writes the A scales at the slot's start;
+// KILN_ARES: the B blocks' 16-byte runs alone (SB_OFF: where they start).
+constexpr u32 SLOT_BYTES = ARES ? 16 * B_SPAN : !SSCALE ? 0 : A_SCALE_TMA ? (BM * 4 + 16 + 127) / 128 * 128 : BM * 4 + 16;
+constexpr u32 SB_OFF = ARES ? 0 : BM * 4;
 static_assert(KILN_SSCALE >= 0 && KILN_SSCALE <= 2, "KILN_SSCALE is 0, 1 or 2");
 // KILN_TMAE: the TMA-store epilogue's staging after the ring, two 8 KB chunks per consumer (1),
 // or one (2: each chunk waits for the previous one's store to read it; the 16 KB saved buy the
@@ -234,7 +259,7 @@ constexpr u32 SPLIT_BAR = 7, TURN = 4, RING_BAR = 6;
 // Fp8Args.ring_epi is compiled into the block-scaled TMA-store kernels without pairs along M
 // (the small-M tiles it is for; the paired large-M kernels keep their code as it was: the
 // unpromoted 256-wide one spilled with it).
-constexpr bool RING_EPI = TMA_EPI && SCALE == 2 && CM == 1;
+constexpr bool RING_EPI = TMA_EPI && SCALE == 2 && CM == 1 && !ARES;
 static_assert(!RING_EPI || 2 * C_NCH * Epi::CHUNK_BYTES <= STAGES * STAGE_BYTES,
               "Fp8Args.ring_epi stages both consumers' whole tiles in the ring: it must hold them");
 
@@ -252,15 +277,11 @@ static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
 static_assert(WN % 8 == 0 && WN >= 8 && WN <= 256, "a consumer's width is a multiple of 8 in 8..256");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-static_assert(KILN_SMEM >= 1024 + STAGES * (STAGE_BYTES + 16 + SLOT_BYTES) + C_BYTES,
+static_assert(KILN_SMEM >= 1024 + ARES_BYTES + STAGES * (STAGE_BYTES + 16 + SLOT_BYTES) + C_BYTES + SA_RES_BYTES + 8 * KA,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
-// A tile's columns n0 = tn * BN .. + BN - 1 span B_SPAN B scale blocks at most: BN plus the
-// largest n0 % 128 (128 - gcd(BN, 128)) over 128, rounded up. Two for most widths; three for 176
-// (n0 % 128 up to 112: 112 + 176 = 288 columns from a block's start), in 128-row tiles with the
-// scales in shared memory only.
-constexpr int GCD_BN_128 = (BN & -BN) < 128 ? (BN & -BN) : 128;
-constexpr int B_SPAN = (BN - GCD_BN_128 + 127) / 128 + 1;
-static_assert(!SB_BULK || BM * 4 + 16 * B_SPAN <= SLOT_BYTES, "Fp8Args.tma_sa = 3: a 16-byte run per B block past the A scales");
+static_assert(!ARES || (SCALE == 2 && SSCALE && PROMOTE && CLUSTER == 1 && PARTS == 1 && !ARS && !DEFER && NCONS == 2),
+              "KILN_ARES is the block-scaled, promoted single-CTA tile in one part with the scales in shared memory");
+static_assert(!SB_BULK || SB_OFF + 16 * B_SPAN <= SLOT_BYTES, "Fp8Args.tma_sa = 3: a 16-byte run per B block past the A scales");
 static_assert(SCALE != 2 || B_SPAN <= 2 || (B_SPAN == 3 && SSCALE && !SPLIT_N),
               "a block-scaled tile spans at most two B scale blocks, or three in 128-row tiles with KILN_SSCALE");
 // Whether a consumer's columns can straddle two B blocks (else every column group takes b0), or
@@ -350,11 +371,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   extern __shared__ unsigned char smem_raw[];
   // The 128B swizzle pattern follows absolute address bits: tiles start on 1024 bytes.
   const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const u32 cstage = base + STAGES * STAGE_BYTES;  // KILN_TMAE's staging chunks, 1024-aligned
-  const u32 slots = cstage + C_BYTES;              // KILN_SSCALE's scale slots, 1024-aligned
+  const u32 stages0 = base + ARES_BYTES;              // the ring (KILN_ARES: A's blocks before it)
+  const u32 cstage = stages0 + STAGES * STAGE_BYTES;  // KILN_TMAE's staging chunks, 1024-aligned
+  const u32 sares = cstage + C_BYTES;                 // KILN_ARES: A's resident scales
+  const u32 slots = sares + SA_RES_BYTES;             // KILN_SSCALE's scale slots, 1024-aligned
   const u32 bars = slots + SLOT_BYTES * STAGES;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+  auto a_full = [&](int kb) { return bars + 8u * (2 * STAGES + kb); };  // KILN_ARES: A block kb landed
   auto slot = [&](int s) { return slots + SLOT_BYTES * s; };
   const int wg = warpgroup_index();
   if (threadIdx.x == 0) {
@@ -365,10 +389,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     for (int s = 0; s < STAGES; ++s) {
       // the producer's arrive.expect_tx, and with KILN_SSCALE each lane of the scale copier
       // (Fp8Args.tma_sa = 3: the producer's alone, the copier idle)
-      mbar_init(full(s), SSCALE && !(SB_BULK && p.tma_sa == 3) ? 1 + 32 : 1);
+      mbar_init(full(s), SSCALE && !ARES && !(SB_BULK && p.tma_sa == 3) ? 1 + 32 : 1);
       // lane 0 of each consumer warp of this CTA and of each peer this CTA writes into
       mbar_init(empty(s), 4 * NCONS * (CM + CN - 1));
     }
+    for (int kb = 0; kb < KA; ++kb) mbar_init(a_full(kb), 1);
     mbar_fence_init();
     if (p.pdl & 1) launch_dependents();
   }
@@ -387,17 +412,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   // rm + CM * rn of the cluster (rm along M, rn along N); t numbers it for the split-K workspace
   // and counters; ns is how many units sum into it (1: none).
   const int first = blockIdx.x / CLUSTER, stride = gridDim.x / CLUSTER;
-  const int units = (p.sk_w ? min(p.sk_from, ctiles) : ctiles) * splits;
+  const int units = ARES ? ctiles : (p.sk_w ? min(p.sk_from, ctiles) : ctiles) * splits;
   const u32 sk_lo = sk_start((u32)first, p.sk_w, (u32)stride), sk_hi = sk_start((u32)first + 1, p.sk_w, (u32)stride);
   const int u_first = first < units ? first : units + (int)sk_lo, u_end = units + (int)sk_hi;
   auto u_next = [&](int u) {
+    if constexpr (ARES) return u + stride;  // (whole tiles: no slices, no stream-K)
     if (u < units) return u + stride < units ? u + stride : units + (int)sk_lo;
     const u32 x = (u32)(u - units), kb = (u32)kblocks;
     return units + (int)min((x / kb + 1) * kb, sk_hi);
   };
   auto unit = [&](int u, int& t, int& tm, int& tn, int& kb0, int& kb1, int& sp, int& ns) {
     int ct;
-    if (u < units) {
+    if (ARES) {
+      ct = u;
+      sp = 0;
+      ns = 1;
+      kb0 = 0;
+      kb1 = kblocks;
+    } else if (u < units) {
       ct = u / splits;
       sp = u % splits;
       ns = splits;
@@ -425,10 +457,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     if (threadIdx.x == 0) {
       // whole boxes, zero fill included; KILN_SSCALE = 2: BM A scales; a bulk copy: the
       // tile's rows within M
-      const bool sa_by_tma = A_SCALE_TMA && p.tma_sa == 1, sa_by_bulk = SA_BULK && p.tma_sa >= 2;
-      const bool sb_by_bulk = SB_BULK && p.tma_sa == 3;
+      // (KILN_ARES: A and its scales once, on a_full; the B runs by bulk copies)
+      const bool sa_by_tma = !ARES && A_SCALE_TMA && p.tma_sa == 1, sa_by_bulk = !ARES && SA_BULK && p.tma_sa >= 2;
+      const bool sb_by_bulk = ARES || (SB_BULK && p.tma_sa == 3);
       const int nblocks_b = (p.n + 127) / 128;
-      const u32 box_tx = (u32)p.a_rows * BK + B_BYTES + (sa_by_tma ? BM * 4 : 0);
+      const u32 box_tx = (ARES ? 0u : (u32)p.a_rows * BK) + B_BYTES + (sa_by_tma ? BM * 4 : 0);
       // the bulk copies' bytes of a unit: the tile's rows within M, its B blocks within N
       auto scale_bytes = [&](int tm, int tn) {
         return (sa_by_bulk ? 4u * (u32)min(BM, p.m - tm * BM) : 0u) +
@@ -443,7 +476,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
           for (int i = 0; i < B_SPAN; ++i) {
             const int nb = tn * BN / 128 + i;
-            if (nb < nblocks_b) bulk_copy_g2s(slot(s) + BM * 4 + 16 * i, p.sb + (i64)nb * kblocks + (kb & ~3), 16, full(s));
+            if (nb < nblocks_b) bulk_copy_g2s(slot(s) + SB_OFF + 16 * i, p.sb + (i64)nb * kblocks + (kb & ~3), 16, full(s));
           }
         }
       };
@@ -455,13 +488,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       // Fp8Args.pdl bit 1: the first unit's first `early` stages (fresh: no empty wait) take
       // their B tiles before the wait for the grid before, their A (and scales) after it.
       u32 early = 0;
-      if (CLUSTER == 1 && (p.pdl & 2) && u_first < u_end) {
+      if (!ARES && CLUSTER == 1 && (p.pdl & 2) && u_first < u_end) {
         int t, tm, tn, kb0, kb1, sp, ns;
         unit(u_first, t, tm, tn, kb0, kb1, sp, ns);
         early = (u32)min(kb1 - kb0, STAGES);
         for (u32 j = 0; j < early; ++j) {
           mbar_arrive_expect_tx(full((int)j), box_tx + scale_bytes(tm, tn));
-          tma_load_2d(base + j * STAGE_BYTES + A_BYTES, &tma_b, full((int)j), (kb0 + (int)j) * BK, tn * BN);
+          tma_load_2d(stages0 + j * STAGE_BYTES + B_OFF, &tma_b, full((int)j), (kb0 + (int)j) * BK, tn * BN);
         }
       }
       if (p.pdl & 1) grid_dependency_wait();
@@ -470,7 +503,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         unit(u, t, tm, tn, kb0, kb1, sp, ns);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % STAGES;
-          const u32 sa = base + s * STAGE_BYTES;
+          const u32 sa = stages0 + s * STAGE_BYTES;
+          if (ARES && it < (u32)kblocks) {
+            // the first unit's K block kb: A's block (the tile's rows, every unit's: M <= BM) and
+            // its scales, resident from now on, ahead of the block's B
+            const u32 ra = (u32)min(BM, p.m);
+            mbar_arrive_expect_tx(a_full(kb), (u32)p.a_rows * BK + 4u * ra);
+            tma_load_2d(base + kb * A_BYTES, &tma_a, a_full(kb), kb * BK, 0);
+            bulk_copy_g2s(sares + kb * BM * 4, p.sa + (i64)kb * p.m, 4u * ra, a_full(kb));
+          }
           if (it < early) {  // B on its way already
             tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
             load_slot(s, kb, tm, tn);
@@ -483,17 +524,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           if constexpr (CN > 1)
             tma_load_2d_multicast(sa + rn * A_PART * 128, &tma_a, full(s), kb * BK, tm * BM + rn * A_PART,
                                   a_peers);
-          else
+          else if constexpr (!ARES)
             tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
           if constexpr (CM > 1)
             tma_load_2d_multicast(sa + A_BYTES + rm * B_PART * 128, &tma_b, full(s), kb * BK,
                                   tn * BN + rm * B_PART, b_peers);
           else
-            tma_load_2d(sa + A_BYTES, &tma_b, full(s), kb * BK, tn * BN);
+            tma_load_2d(sa + B_OFF, &tma_b, full(s), kb * BK, tn * BN);
           load_slot(s, kb, tm, tn);
         }
       }
-    } else if (SSCALE && threadIdx.x / 32 == 1 && !(SB_BULK && p.tma_sa == 3)) {
+    } else if (SSCALE && !ARES && threadIdx.x / 32 == 1 && !(SB_BULK && p.tma_sa == 3)) {
       // The scale copier: the same (unit, K block) sequence as the TMA thread; rows past M and a
       // B block past N are zero-filled (their products are never stored).
       const int lane = threadIdx.x % 32, nblocks_b = (p.n + 127) / 128;
@@ -560,8 +601,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   if (order && c == 1) named_barrier_arrive(TURN, 256);
   // Stage 0's descriptors (K-major, 128B swizzle): this consumer's 64 rows of A and WN rows of B.
   // A stage and a k32 step (32 bytes along the row) only move the start address.
+  // (KILN_ARES: A's resident block 0, the others A_BYTES apart)
   const u64 da0 = wgmma_desc_sw128(base + arow * 128, 16, 1024);
-  const u64 db0 = wgmma_desc_sw128(base + A_BYTES + bcol * 128, 16, 1024);
+  const u64 db0 = wgmma_desc_sw128(stages0 + B_OFF + bcol * 128, 16, 1024);
   GemmArgs gp;  // what the register epilogue's store reads: C, its bounds and stride
   gp.c = p.c;
   gp.m = p.m;
@@ -573,7 +615,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const float tensor_scale = SCALE == 0 ? p.alpha * p.sa[0] * p.sb[0] : p.alpha;
   const int nblocks_b = (p.n + 127) / 128;
   Epi epi(cstage, 0, c, w, lane);  // (its barriers are the C-load epilogue's: none here)
-  const bool tma_out = TMA_EPI && p.tma_c != 0;
+  // (KILN_ARES: the host runs it only with a map of C)
+  const bool tma_out = TMA_EPI && (ARES || p.tma_c != 0);
   // KILN_TMAE = 3: the last tile's deferred chunks (C_NCH - DCH ..) of scaled C as 16-bit pairs
   // (pair 4J + x of 16-column block J, what stage_chunk_16 reads, less the chunks sent at once)
   // and what is left of them to store: chunks dnch - dleft .. dnch - 1 (of its dnch within N) at
@@ -658,18 +701,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // KILN_SSCALE, returns the stage's block scales, read before the stage is released.
     auto issue = [&](u32 i, float(&a)[HR], bool fresh, int h = 0) {
       const int s = i % STAGES;
+      const int kb = kb0 + (int)(i - it_unit);
       if (h == 0) mbar_wait(full(s), (i / STAGES) & 1);
+      // KILN_ARES: A's block kb resident (landed once: parity 0 passes from then on)
+      if (ARES && h == 0) mbar_wait(a_full(kb), 0);
       BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
       if (SSCALE && h == 0) {
         const u32 sl = slot(s);
         const int r = arow + 16 * w + lane / 4;
-        sc.a0 = ld_shared_f32(sl + 4 * r);
-        sc.a1 = ld_shared_f32(sl + 4 * (r + 8));
-        // B block i's scale at 4 i past the A scales, or (tma_sa = 3) in its 16-byte run of
-        // four K blocks, at 16 i + 4 (kb % 4)
-        const bool runs = SB_BULK && p.tma_sa == 3;
+        const u32 sas = ARES ? sares + 4 * BM * kb : sl;
+        sc.a0 = ld_shared_f32(sas + 4 * r);
+        sc.a1 = ld_shared_f32(sas + 4 * (r + 8));
+        // B block i's scale at 4 i past the A scales, or (tma_sa = 3, KILN_ARES) in its 16-byte
+        // run of four K blocks, at 16 i + 4 (kb % 4)
+        const bool runs = ARES || (SB_BULK && p.tma_sa == 3);
         const u32 bstep = runs ? 16u : 4u;
-        const u32 bsl = sl + 4 * BM + (runs ? 4u * (u32)((kb0 + (int)(i - it_unit)) & 3) : 0u);
+        const u32 bsl = sl + SB_OFF + (runs ? 4u * (u32)(kb & 3) : 0u);
         sc.b0 = ld_shared_f32(bsl + bstep * ib);
         // (a consumer that starts in the tile's second block ends there: its b1 goes unused)
         if constexpr (B_STRADDLE) sc.b1 = ld_shared_f32(bsl + bstep);
@@ -685,7 +732,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         if constexpr (ARS)
           wgmma_m64k32_fp8_rs<FA, FB, HN>(a, afr[kk], db, (kk > 0 || !fresh) ? 1 : 0);
         else
-          wgmma_m64k32_fp8<FA, FB, HN>(a, wgmma_desc_add(da0, s * STAGE_BYTES + kk * 32), db, (kk > 0 || !fresh) ? 1 : 0);
+          wgmma_m64k32_fp8<FA, FB, HN>(a, wgmma_desc_add(da0, (ARES ? kb * A_BYTES : s * STAGE_BYTES) + kk * 32), db,
+                                       (kk > 0 || !fresh) ? 1 : 0);
       }
       wgmma_commit();
 #pragma unroll
@@ -898,7 +946,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       else return &acc;
     }();
     // (a tile run in parts, by three consumers or promoted with its epilogue deferred is never split)
-    if (PARTS == 1 && NCONS == 2 && !(KILN_TMAE == 3 && PROMOTE) && ns > 1) {
+    if (!ARES && PARTS == 1 && NCONS == 2 && !(KILN_TMAE == 3 && PROMOTE) && ns > 1) {
       const int ct = threadIdx.x - 128;
       if (p.reduce == 2) {
         // The tile's slices are this cluster's CTAs (rank sp), one unit each

@@ -105,10 +105,16 @@ pub fn bench_fp8(
 /// `c` as it runs `p` on `ctx`'s device: its split-K slices and their reduction filled in (the
 /// bench tables' config column, the one-launch bench's and the chain's).
 pub(super) fn shown(ctx: &Context, p: &Fp8Problem, c: &Fp8Config) -> Fp8Config {
+    let splits = fp8::gemm::splits_for(p, c, &ctx.info);
+    // (the lean short-K form, `z`, where it runs; else what runs in its place)
+    let c = match !c.a_resident || c.lean_fits(p, splits as u64) {
+        true => *c,
+        false => c.without_lean(),
+    };
     Fp8Config {
-        splits: fp8::gemm::splits_for(p, c, &ctx.info),
+        splits,
         reduce: Some(c.reduction()),
-        ..*c
+        ..c
     }
 }
 

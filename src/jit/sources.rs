@@ -529,7 +529,8 @@ mod tests {
                 ("moe/fp4_experts_w4a8_rs.cu", "KILN_W4A8_RS_BM"),
                 ("gemm/wgmma_tma_ws.cu", "KILN_CPA"),
                 ("gemm/wgmma_tma_ws.cu", "KILN_C_T"),
-                ("gemm/mma_sync.cu", "KILN_ELEM_LOADS")
+                ("gemm/mma_sync.cu", "KILN_ELEM_LOADS"),
+                ("gemm/fp8_wgmma.cu", "KILN_PINGPONG")
             ]
         );
     }

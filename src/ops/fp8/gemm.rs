@@ -106,6 +106,12 @@ pub struct Fp8Config {
     /// staging buffers (`l`, `Fp8Args.ring_epi`, run time; ledger row 25).
     #[serde(default)]
     pub ring_epi: bool,
+    /// The consumers taking whole tiles in turn (`g`, `KILN_PINGPONG`, 2026-12-01): each
+    /// computes all 128 rows of its tile (two m64 wgmmas a k32 step), one starting its K loop
+    /// once the other has issued its last K block, so that a tile's epilogue runs under the next
+    /// tile's K loop (unpromoted tensor scales, at most 192 wide, in pairs along M or none).
+    #[serde(default)]
+    pub pingpong: bool,
     pub splits: u32,
     /// Stream-K (`/k`, run time): the tiles past the last whole wave of the SMs shared out by K
     /// block, one equal run per cluster ([`stream_layout`]), summed atomically; `splits` unused.
@@ -156,6 +162,7 @@ impl Fp8Config {
             one_buffer: false,
             deferred: false,
             ring_epi: false,
+            pingpong: false,
             splits: 0,
             stream: false,
             reduce: None,
@@ -211,6 +218,17 @@ impl Fp8Config {
         Fp8Config::tile(192, bn, false, false)
             .paired()
             .deferred_epilogue()
+    }
+
+    /// The 128 x `bn` tile in pairs along M for unpromoted tensor scales with its consumers
+    /// taking whole tiles in turn (`192mgh`, 2026-12-01): cuBLASLt's fastest kernel at 6144^3 is
+    /// such a ping-pong tile (128 x 176 in pairs); one staging buffer a consumer, five stages of
+    /// 40 KB at 192.
+    pub const fn ping_pong(bn: u32) -> Self {
+        Fp8Config {
+            pingpong: true,
+            ..Fp8Config::wide_pair_tensor(bn)
+        }
     }
 
     /// The 128 x 256 tile in single CTAs (`256th`, ledger row 24): `256tmh`'s kernel without the
@@ -310,6 +328,7 @@ impl Fp8Config {
             self.tma_epi,
             self.one_buffer,
             self.deferred,
+            self.pingpong,
         ) == (
             other.bm,
             other.bn,
@@ -322,6 +341,7 @@ impl Fp8Config {
             other.tma_epi,
             other.one_buffer,
             other.deferred,
+            other.pingpong,
         )
     }
 
@@ -537,7 +557,8 @@ impl Fp8Config {
         // (three consumers: the split-K hand-off's barrier counts two)
         // (a deferred epilogue holds the last tile's C in registers into the next tile's first K
         // block: no registers for a slice's sum either; `192md` is the one-part such tile)
-        if self.parts() > 1 || self.consumers() > 2 || self.deferred {
+        // (ping-pong: each consumer its own tile, no slices)
+        if self.parts() > 1 || self.consumers() > 2 || self.deferred || self.pingpong {
             return 1;
         }
         match self.reduction() {
@@ -560,7 +581,7 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}{}{}{}{}{}",
+            "{}{}{}{}{}{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
             if self.order { "o" } else { "" },
@@ -577,6 +598,7 @@ impl std::fmt::Display for Fp8Config {
             },
             if self.cluster > 1 { "m" } else { "" },
             if self.cluster_n > 1 { "n" } else { "" },
+            if self.pingpong { "g" } else { "" },
             match (self.tma_epi, self.one_buffer, self.deferred) {
                 (true, false, true) => "d",
                 (true, true, _) => "h",
@@ -603,7 +625,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][m][n][g][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -617,11 +639,12 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][m][n][e|h|d][l][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][m][n][g][e|h|d][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA; b: by one bulk copy; q: both scales by bulk copies), m for \
-                 pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
+                 pairs of CTAs along M multicasting B, n along N multicasting A, g for the \
+                 consumers taking whole tiles in turn (192mgh), e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
                  next tile, 256md), l for the last tile staged in the ring, 64x for the 64-row \
                  tile, /S for S split-K slices (/k: stream-K), a, w or c to reduce them atomically, \
@@ -659,6 +682,10 @@ impl std::str::FromStr for Fp8Config {
             (None, Some(h), _) => (h, true, true, false),
             (None, None, Some(h)) => (h, true, false, true),
             _ => (head, false, false, false),
+        };
+        let (head, pingpong) = match head.strip_suffix('g') {
+            Some(h) => (h, true),
+            None => (head, false),
         };
         let (head, cluster_n) = match head.strip_suffix('n') {
             Some(h) => (h, 2),
@@ -707,6 +734,7 @@ impl std::str::FromStr for Fp8Config {
             one_buffer,
             deferred,
             ring_epi,
+            pingpong,
             splits,
             stream,
             reduce,
@@ -813,6 +841,9 @@ pub fn configs(
         Fp8Config::wide_pair_tensor(256),
         Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
         Fp8Config::three_consumers(192),
+        // 2026-12-01 (ledger row 181): the 128 x 192 tile in pairs with ping-pong consumers
+        // (`192mgh`), by name; no rule takes it until it wins two rounds
+        Fp8Config::ping_pong(192),
     ];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
@@ -842,7 +873,7 @@ fn spec_of(
     cfg: Fp8Config,
     out: DType,
 ) -> KernelSpec {
-    KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
+    let spec = KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
         .define("KILN_FP8_A", a.define())
         .define("KILN_FP8_B", b.define())
         .define("KILN_SCALE", scale.define())
@@ -862,7 +893,13 @@ fn spec_of(
         .define("KILN_A_ROW", 1)
         .define("KILN_B_ROW", 0)
         .define("KILN_GROUP_M", GROUP_M)
-        .define("KILN_SMEM", cfg.smem_bytes())
+        .define("KILN_SMEM", cfg.smem_bytes());
+    // (absent: the cooperative consumers, the kernel's default; only ping-pong kernels pass it)
+    if cfg.pingpong {
+        spec.define("KILN_PINGPONG", 1)
+    } else {
+        spec
+    }
 }
 
 /// Every specialisation (for the compile check): one per compiled kernel, a config that only
@@ -1961,6 +1998,12 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
             }
         )));
     }
+    if cfg.pingpong && (cfg.stream || cfg.splits > 1 || p.promote || p.scale != ScaleMode::Tensor) {
+        return Err(Error::invalid(format!(
+            "config {cfg} has its consumers take whole tiles in turn (g), which only unpromoted \
+             tensor scales in unsplit tiles do; drop the g, or the /k or /S (192mgh)"
+        )));
+    }
     if cfg.sb_bulk && (!cfg.tma_scales || cfg.bn == 192) {
         return Err(Error::invalid(format!(
             "config {cfg} copies both scales in bulk (q), which only a config with the A scales \
@@ -2921,19 +2964,40 @@ mod tests {
     }
 
     #[test]
+    fn the_ping_pong_pair_tile_parses_and_takes_no_slices() {
+        // ledger row 181: `192mgh`, five stages of 40 KB and one staging buffer a consumer
+        let g = Fp8Config::ping_pong(192);
+        assert_eq!(g.to_string(), "192mgh");
+        assert_eq!("192mgh".parse::<Fp8Config>().unwrap(), g);
+        assert_eq!(
+            (g.stages(), g.smem_bytes(), g.tmae_define(), g.max_splits()),
+            (5, 222_288, 2, 1)
+        );
+        assert!(!g.same_kernel(&Fp8Config::wide_pair_tensor(192)));
+        let promoted = Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor);
+        let fast = Fp8Problem {
+            promote: false,
+            ..promoted
+        };
+        assert!(check_config(&fast, g).is_ok());
+        assert!(check_config(&fast, g.streamed()).is_err());
+        assert!(check_config(&promoted, g).is_err());
+    }
+
+    #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         // (102 since ledger row 40's `192th`: one block kernel, three outputs; 105 since row
         // 61's `256tmd/k`; 108 with row 51's `256pth`; 102 since rows 70 and 82 dropped both;
         // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
-        // promoted `192md`, 102 since row 110 dropped `128pth`)
-        assert!(v.len() <= 102, "{} variants", v.len());
+        // promoted `192md`, 102 since row 110 dropped `128pth`, 105 with row 181's `192mgh`)
+        assert!(v.len() <= 105, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
-        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 15
+        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 15
         // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
         // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110);
         // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 5 + 2 + 15) * 3 + 3 * 2 * 3);
+        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

@@ -1389,7 +1389,9 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && 2 * waves(&wide) <= waves(&narrow)
         && dev.check_smem(wide.smem_bytes()).is_ok())
     .then(|| {
-        if LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
+        if LARGE_PING_PONG && ping_pong_fills(p, dev) {
+            Fp8Config::ping_pong(192)
+        } else if LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
             Fp8Config::three_consumers(192)
         } else if LARGE_PROMOTED_192 && promoted_192_fills(p, dev) {
             promoted_192()
@@ -1429,6 +1431,31 @@ pub fn promoted_192_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
         && p.m.div_ceil(128).is_multiple_of(2)
         && outputs(&narrow) <= outputs(&wide)
         && dev.check_smem(narrow.smem_bytes()).is_ok()
+}
+
+/// Whether the large rule takes the 128 x 192 pair tile with ping-pong consumers (`192mgh`,
+/// ledger row 181) where [`ping_pong_fills`] says it may, ahead of `192x192md` and `256md`: off
+/// until it beats the rule's tile beyond the spread in two rounds.
+pub const LARGE_PING_PONG: bool = false;
+
+/// Where `192mgh` (unpromoted tensor scales) gives the busiest pair no more outputs than the
+/// 128 x 256 pairs of [`large_wide_tensor`]: 6144^3 (12 tiles of 24,576 against 9 of 32,768:
+/// the same) and 8192^3 (21 against 16: 1.6 % fewer); and where it is compiled, fits, and its
+/// pairs tile C whole.
+pub fn ping_pong_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
+    let g = Fp8Config::ping_pong(192);
+    let wide = large_wide_tensor(false);
+    let sms = dev.sm_count.max(1) as u64;
+    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
+    let outputs = |c: &Fp8Config| waves(c) * (c.bm * c.bn) as u64;
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|c| c.same_kernel(&g));
+    compiled
+        && !p.promote
+        && p.m.div_ceil(128).is_multiple_of(2)
+        && outputs(&g) <= outputs(&wide)
+        && dev.check_smem(g.smem_bytes()).is_ok()
 }
 
 /// Whether the large rule takes the 192 x 192 tile of three consumers (`192x192md`, ledger row
@@ -2982,6 +3009,27 @@ mod tests {
         assert!(check_config(&fast, g).is_ok());
         assert!(check_config(&fast, g.streamed()).is_err());
         assert!(check_config(&promoted, g).is_err());
+        // the large rule may take it (LARGE_PING_PONG) at 6144^3 and 8192^3, where the busiest
+        // pair has no more outputs than `256md`'s, not at 4096^3 or 12288^3; never promoted
+        let dev = h200();
+        let cube = |n: usize| Fp8Problem {
+            m: n,
+            n,
+            k: n,
+            ..fast
+        };
+        let fills: Vec<bool> = [4096, 6144, 8192, 12288]
+            .iter()
+            .map(|&n| ping_pong_fills(&cube(n), &dev))
+            .collect();
+        assert_eq!(fills, [false, true, true, false]);
+        assert!(!ping_pong_fills(&promoted, &dev));
+        let expected = if LARGE_PING_PONG {
+            g
+        } else {
+            Fp8Config::three_consumers(192)
+        };
+        assert_eq!(choose_by(&cube(6144), &dev, Fp8Rule::Large), expected);
     }
 
     #[test]
@@ -3396,7 +3444,9 @@ mod tests {
                 let p = t(m, n, k);
                 // (with LARGE_THREE_CONSUMERS, `192x192md` at 6144^3 unpromoted; with
                 // LARGE_PROMOTED_192, `192md` promoted at 6144^3 and 8192^3)
-                let expected = if LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
+                let expected = if LARGE_PING_PONG && ping_pong_fills(&p, &dev) {
+                    Fp8Config::ping_pong(192)
+                } else if LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
                     Fp8Config::three_consumers(192)
                 } else if LARGE_PROMOTED_192 && promoted_192_fills(&p, &dev) {
                     promoted_192()

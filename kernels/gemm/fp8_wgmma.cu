@@ -142,6 +142,19 @@
     !defined(KILN_ARES)
 #error "fp8_wgmma.cu needs every define src/ops/fp8/gemm.rs gives it"
 #endif
+// KILN_PINGPONG = 1 (`g` of a config, 2026-12-01; unpromoted tensor scales, 128-row tiles, one
+// staging buffer a consumer): the consumers take whole tiles in turn, as the bf16 ping-pong kernel
+// (gemm/wgmma_tma_ws_pingpong.cu) and cuBLASLt's fastest kernel at 6144^3 do: consumer 0 the
+// CTA's 1st, 3rd, .. unit, consumer 1 its 2nd, 4th, .., each tile's 128 rows as two m64 wgmmas
+// a k32 step into two accumulators (2 x WN / 2 registers). A consumer starts its K loop once the
+// other has issued its last K block (named barrier TURN + c: the ring's fills of the other's
+// tile have all been waited for, so no full barrier's parity can alias), and stores its tile
+// under the other's K loop: the tensor cores never wait for an epilogue, where the cooperative
+// kernels (both consumers on one tile) drain at every tile's end. A stage is read by one
+// consumer a CTA (the empty barrier counts its four warps, and the peer's along M).
+#ifndef KILN_PINGPONG
+#define KILN_PINGPONG 0
+#endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
@@ -157,9 +170,11 @@ constexpr bool SA_BULK = SSCALE && CLUSTER == 1;
 // the kernels whose slot has room past the A scales for a 16-byte run per B block (KILN_SSCALE = 2)
 // but the 192-wide tile (`192th`, by name only: it spilled 28 bytes with it)
 constexpr bool SB_BULK = A_SCALE_TMA && CLUSTER == 1 && BN != 192;
-constexpr bool SPLIT_N = BM == 64;
+constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
 constexpr bool ARES = KILN_ARES != 0;       // A resident, a ring of B alone (above)
-constexpr int KA = ARES ? 4 : 0;            // its K blocks (K <= 512)          // the consumers split the tile's columns, not its rows
+constexpr int KA = ARES ? 4 : 0;            // its K blocks (K <= 512)
+constexpr bool PINGPONG = KILN_PINGPONG != 0;  // the consumers take whole tiles in turn (above)
+static_assert(!(ARES && PINGPONG), "the lean short-K form (KILN_ARES) and the ping-pong consumers (KILN_PINGPONG) are separate configs");
 // KILN_BM = 192 (`192x192md`, 2026-11-30): three consumer warpgroups of 64 rows each (cuBLASLt's
 // 192 x 192 tile at 6144^3 has the same rows), 512 threads; tensor scales unpromoted only, in
 // pairs along M (no split-K, turns or ring epilogue: their named barriers count two consumers).
@@ -232,6 +247,9 @@ constexpr int EPI_BUFS = KILN_TMAE == 2 || (KILN_TMAE == 3 && (SSCALE || NCONS =
 static_assert(KILN_TMAE >= 0 && KILN_TMAE <= 3,
               "KILN_TMAE is 0, 1 (two staging buffers a consumer), 2 (one) or 3 (deferred)");
 constexpr bool DEFER = KILN_TMAE == 3 && sizeof(out_t) == 2;
+static_assert(!PINGPONG || (BM == 128 && !PROMOTE && SCALE == 0 && CN == 1 && KILN_TMAE == 2 && BN <= 192),
+              "KILN_PINGPONG is compiled for unpromoted tensor scales in 128-row tiles at most 192 wide "
+              "(two accumulators of BN / 2), no pairs along N, one staging buffer a consumer");
 using Epi = TmaStoreEpilogue<1, out_t, EPI_BUFS>;
 constexpr int C_COLS = Epi::C_COLS, C_NCH = WN / C_COLS, C_TAIL = WN % C_COLS;
 static_assert(!DEFER || C_TAIL == 0, "the deferred epilogue stores whole chunks: a width of whole 64 columns");
@@ -391,7 +409,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       // (Fp8Args.tma_sa = 3: the producer's alone, the copier idle)
       mbar_init(full(s), SSCALE && !ARES && !(SB_BULK && p.tma_sa == 3) ? 1 + 32 : 1);
       // lane 0 of each consumer warp of this CTA and of each peer this CTA writes into
-      mbar_init(empty(s), 4 * NCONS * (CM + CN - 1));
+      // (ping-pong: only the consumer whose tile the stage holds)
+      mbar_init(empty(s), 4 * (PINGPONG ? 1 : NCONS) * (CM + CN - 1));
     }
     for (int kb = 0; kb < KA; ++kb) mbar_init(a_full(kb), 1);
     mbar_fence_init();
@@ -572,7 +591,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   // before has finished)
   if (p.pdl & 1) grid_dependency_wait();
   const int c = wg - 1;
-  const int arow = SPLIT_N ? 0 : 64 * c;  // this consumer's first row and column in the tile
+  const int arow = SPLIT_N || PINGPONG ? 0 : 64 * c;  // this consumer's first row and column in the tile
   const int bcol = SPLIT_N ? WN * c : 0;
   const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
   // A consumer warp frees stage s in this CTA and in each peer that multicasts into it: the one
@@ -599,6 +618,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     if (order) named_barrier_arrive(TURN + (1 - c), 256);
   };
   if (order && c == 1) named_barrier_arrive(TURN, 256);
+  // KILN_PINGPONG: consumer 0 has the first turn (TURN + c: consumer c may start its K loop)
+  if (PINGPONG && c == 1 && u_first < u_end) named_barrier_arrive(TURN, 256);
   // Stage 0's descriptors (K-major, 128B swizzle): this consumer's 64 rows of A and WN rows of B.
   // A stage and a k32 step (32 bytes along the row) only move the start address.
   // (KILN_ARES: A's resident block 0, the others A_BYTES apart)
@@ -639,6 +660,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   float acc[HR];    // a K block's (or half's) sums; without promotion, the whole K's
   float fin[NR];    // the promoted sums (unused, and so not allocated, without promotion)
   float acc2[HR];   // KILN_PIPE's second accumulator (likewise)
+  float acc_hi[HR];  // KILN_PINGPONG: the tile's rows 64..127, acc its rows 0..63 (else unused)
   u32 afr[BK / 32][4];  // KILN_ARS: A's fragments of the K block's four k32 steps (else unused)
   // KILN_ARS: this consumer's fragments of stage s, an ldmatrix.x4 a k32 step: lanes 8j..8j+7
   // address matrix j's rows (the warp's rows + 8 (j & 1), bytes 16 (j >> 1) of the step's 32),
@@ -665,10 +687,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < HR; ++i) acc2[i] = 0.0f;
   }
   u32 it = 0;
+  int ui = 0;  // KILN_PINGPONG: the unit's place in this CTA's sequence (consumer ui % 2 takes it)
   for (int u = u_first; u < u_end; u = u_next(u)) {
     int t, tm, tn, kb0, kb1, sp, ns;
     unit(u, t, tm, tn, kb0, kb1, sp, ns);
     const int nk = kb1 - kb0;  // this unit's K blocks kb0 .. kb1 - 1 (at least one)
+    if constexpr (PINGPONG) {
+      if ((ui++ & 1) != c) {  // the other consumer's tile: its K blocks pass by in the ring
+        it += (u32)nk;
+        continue;
+      }
+      named_barrier_sync(TURN + c, 256);
+    }
     const u32 it_unit = it;    // the ring iteration of its first (Fp8Args.tma_sa = 3: kb % 4)
     // Fp8Args.ring_epi: this CTA's last unit, after which the ring takes no more loads
     const bool ring = RING_EPI && tma_out && p.ring_epi != 0 && u_next(u) >= u_end;
@@ -725,6 +755,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       if (ARS && h == 0) load_a(s);
 #pragma unroll
       for (int j = 0; j < HR; ++j) wgmma_fence_operand(a[j]);
+      if constexpr (PINGPONG) {
+#pragma unroll
+        for (int j = 0; j < HR; ++j) wgmma_fence_operand(acc_hi[j]);
+      }
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 32; ++kk) {
@@ -734,10 +768,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         else
           wgmma_m64k32_fp8<FA, FB, HN>(a, wgmma_desc_add(da0, (ARES ? kb * A_BYTES : s * STAGE_BYTES) + kk * 32), db,
                                        (kk > 0 || !fresh) ? 1 : 0);
+        // (ping-pong: the tile's second 64 rows, 8 KB further in the stage's A)
+        if constexpr (PINGPONG)
+          wgmma_m64k32_fp8<FA, FB, HN>(acc_hi, wgmma_desc_add(da0, s * STAGE_BYTES + 64 * 128 + kk * 32), db,
+                                       (kk > 0 || !fresh) ? 1 : 0);
       }
       wgmma_commit();
 #pragma unroll
       for (int j = 0; j < HR; ++j) wgmma_fence_operand(a[j]);
+      if constexpr (PINGPONG) {
+#pragma unroll
+        for (int j = 0; j < HR; ++j) wgmma_fence_operand(acc_hi[j]);
+      }
       return sc;
     };
     // A finished batch's sums `a` (half h's) into fin: multiplied by their block's scales, or as
@@ -811,9 +853,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         prev = it % STAGES;
         defer_step();
       }
+      // KILN_PINGPONG: the other consumer's turn (if this CTA has a next unit): its first
+      // wgmmas queue behind this tile's last, while this consumer drains and stores
+      if (PINGPONG && u_next(u) < u_end) named_barrier_arrive(TURN + (1 - c), 256);
       wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < HR; ++i) wgmma_fence_operand(acc[i]);
+      if constexpr (PINGPONG) {
+#pragma unroll
+        for (int i = 0; i < HR; ++i) wgmma_fence_operand(acc_hi[i]);
+      }
       release(prev);
     } else if constexpr (!PIPE) {
       // Each K block's batch drains before its promotion (the other consumer's wgmmas run
@@ -946,7 +995,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       else return &acc;
     }();
     // (a tile run in parts, by three consumers or promoted with its epilogue deferred is never split)
-    if (!ARES && PARTS == 1 && NCONS == 2 && !(KILN_TMAE == 3 && PROMOTE) && ns > 1) {
+    if (!ARES && PARTS == 1 && NCONS == 2 && !PINGPONG && !(KILN_TMAE == 3 && PROMOTE) && ns > 1) {
       const int ct = threadIdx.x - 128;
       if (p.reduce == 2) {
         // The tile's slices are this cluster's CTAs (rank sp), one unit each
@@ -1045,7 +1094,29 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         store_acc_groups<0>(cout, gp, row, n0, res, q);
       }
     };
-    epilogue(sums);
+    if constexpr (PINGPONG) {
+      // both 64-row halves of the tile, each as a cooperative consumer's tile (no deferral: the
+      // other consumer's K loop runs meanwhile)
+      auto store_rows = [&](float(&res)[HR], int h) {
+#pragma unroll
+        for (int i = 0; i < HR; ++i) res[i] *= tensor_scale;
+        const int cm0 = m0 + 64 * h;
+        if (tma_out) {
+          if (cm0 >= p.m || n0 >= p.n) return;
+          const int nch = min(C_NCH, (p.n - n0 + C_COLS - 1) / C_COLS);
+#pragma unroll
+          for (int ch = 0; ch < C_NCH; ++ch)
+            if (ch < nch) epi.store_acc_chunk(&tma_c, ch, nch, cm0, n0, 1.0f, 0.0f, res);
+          if constexpr (C_TAIL != 0) store_acc_groups<C_NCH * C_COLS / 8>(cout, gp, row + 64 * h, n0, res, q);
+        } else {
+          store_acc_groups<0>(cout, gp, row + 64 * h, n0, res, q);
+        }
+      };
+      store_rows(acc, 0);
+      store_rows(acc_hi, 1);
+    } else {
+      epilogue(sums);
+    }
   }
   if (order && c == 0) named_barrier_sync(TURN, 256);  // consumer 1's last hand-off
   while (dleft > 0) defer_step();  // the last tile's deferred chunks

@@ -532,7 +532,8 @@ mod tests {
                 ("moe/fp4_experts_w4a8.cu", "KILN_W4A8_ASTAGES"),
                 ("gemm/wgmma_tma_ws.cu", "KILN_CPA"),
                 ("gemm/wgmma_tma_ws.cu", "KILN_C_T"),
-                ("gemm/mma_sync.cu", "KILN_ELEM_LOADS")
+                ("gemm/mma_sync.cu", "KILN_ELEM_LOADS"),
+                ("gemm/fp8_wgmma.cu", "KILN_PINGPONG")
             ]
         );
     }

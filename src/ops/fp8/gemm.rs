@@ -115,6 +115,12 @@ pub struct Fp8Config {
     /// staging buffers (`l`, `Fp8Args.ring_epi`, run time; ledger row 25).
     #[serde(default)]
     pub ring_epi: bool,
+    /// The consumers taking whole tiles in turn (`g`, `KILN_PINGPONG`, 2026-12-01): each
+    /// computes all 128 rows of its tile (two m64 wgmmas a k32 step), one starting its K loop
+    /// once the other has issued its last K block, so that a tile's epilogue runs under the next
+    /// tile's K loop (unpromoted tensor scales, at most 192 wide, in pairs along M or none).
+    #[serde(default)]
+    pub pingpong: bool,
     pub splits: u32,
     /// Stream-K (`/k`, run time): the tiles past the last whole wave of the SMs shared out by K
     /// block, one equal run per cluster ([`stream_layout`]), summed atomically; `splits` unused.
@@ -166,6 +172,7 @@ impl Fp8Config {
             one_buffer: false,
             deferred: false,
             ring_epi: false,
+            pingpong: false,
             splits: 0,
             stream: false,
             reduce: None,
@@ -221,6 +228,17 @@ impl Fp8Config {
         Fp8Config::tile(192, bn, false, false)
             .paired()
             .deferred_epilogue()
+    }
+
+    /// The 128 x `bn` tile in pairs along M for unpromoted tensor scales with its consumers
+    /// taking whole tiles in turn (`192mgh`, 2026-12-01): cuBLASLt's fastest kernel at 6144^3 is
+    /// such a ping-pong tile (128 x 176 in pairs); one staging buffer a consumer, five stages of
+    /// 40 KB at 192.
+    pub const fn ping_pong(bn: u32) -> Self {
+        Fp8Config {
+            pingpong: true,
+            ..Fp8Config::wide_pair_tensor(bn)
+        }
     }
 
     /// The 128 x 256 tile in single CTAs (`256th`, ledger row 24): `256tmh`'s kernel without the
@@ -364,6 +382,7 @@ impl Fp8Config {
             self.tma_epi,
             self.one_buffer,
             self.deferred,
+            self.pingpong,
         ) == (
             other.bm,
             other.bn,
@@ -377,6 +396,7 @@ impl Fp8Config {
             other.tma_epi,
             other.one_buffer,
             other.deferred,
+            other.pingpong,
         )
     }
 
@@ -617,8 +637,9 @@ impl Fp8Config {
         // (three consumers: the split-K hand-off's barrier counts two)
         // (a deferred epilogue holds the last tile's C in registers into the next tile's first K
         // block: no registers for a slice's sum either; `192md` is the one-part such tile)
-        // (the lean form, `z`: whole tiles, its split-K code compiled out)
-        if self.parts() > 1 || self.consumers() > 2 || self.deferred || self.a_resident {
+        // (the lean form, `z`: whole tiles, its split-K code compiled out; ping-pong: each
+        // consumer its own tile, no slices)
+        if self.parts() > 1 || self.consumers() > 2 || self.deferred || self.a_resident || self.pingpong {
             return 1;
         }
         match self.reduction() {
@@ -659,6 +680,7 @@ impl std::fmt::Display for Fp8Config {
             if self.a_resident { "z" } else { "" },
             if self.cluster > 1 { "m" } else { "" },
             if self.cluster_n > 1 { "n" } else { "" },
+            if self.pingpong { "g" } else { "" },
             match (self.tma_epi, self.one_buffer, self.deferred) {
                 (true, false, true) => "d",
                 (true, true, _) => "h",
@@ -685,7 +707,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][b|q][z][m][n][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][z][m][n][g][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -699,12 +721,13 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][z][m][n][e|h|d][l][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][z][m][n][g][e|h|d][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA; b: by one bulk copy; q: both scales by bulk copies; z after q: \
                  A resident, the lean short-K form, 128ptqze), m for \
-                 pairs of CTAs along M multicasting B, n along N multicasting A, e for the \
+                 pairs of CTAs along M multicasting B, n along N multicasting A, g for the \
+                 consumers taking whole tiles in turn (192mgh), e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
                  next tile, 256md), l for the last tile staged in the ring, 64x for the 64-row \
                  tile, /S for S split-K slices (/k: stream-K), a, w or c to reduce them atomically, \
@@ -742,6 +765,10 @@ impl std::str::FromStr for Fp8Config {
             (None, Some(h), _) => (h, true, true, false),
             (None, None, Some(h)) => (h, true, false, true),
             _ => (head, false, false, false),
+        };
+        let (head, pingpong) = match head.strip_suffix('g') {
+            Some(h) => (h, true),
+            None => (head, false),
         };
         let (head, cluster_n) = match head.strip_suffix('n') {
             Some(h) => (h, 2),
@@ -795,6 +822,7 @@ impl std::str::FromStr for Fp8Config {
             one_buffer,
             deferred,
             ring_epi,
+            pingpong,
             splits,
             stream,
             reduce,
@@ -913,6 +941,9 @@ pub fn configs(
         Fp8Config::wide_pair_tensor(256),
         Fp8Config::wide_pair_tensor(256).deferred_epilogue(),
         Fp8Config::three_consumers(192),
+        // 2026-12-01 (ledger row 181): the 128 x 192 tile in pairs with ping-pong consumers
+        // (`192mgh`), by name; no rule takes it until it wins two rounds
+        Fp8Config::ping_pong(192),
     ];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
@@ -942,7 +973,7 @@ fn spec_of(
     cfg: Fp8Config,
     out: DType,
 ) -> KernelSpec {
-    KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
+    let spec = KernelSpec::new("gemm/fp8_wgmma.cu", "gemm_fp8_wgmma", arch)
         .define("KILN_FP8_A", a.define())
         .define("KILN_FP8_B", b.define())
         .define("KILN_SCALE", scale.define())
@@ -963,7 +994,13 @@ fn spec_of(
         .define("KILN_A_ROW", 1)
         .define("KILN_B_ROW", 0)
         .define("KILN_GROUP_M", GROUP_M)
-        .define("KILN_SMEM", cfg.smem_bytes())
+        .define("KILN_SMEM", cfg.smem_bytes());
+    // (absent: the cooperative consumers, the kernel's default; only ping-pong kernels pass it)
+    if cfg.pingpong {
+        spec.define("KILN_PINGPONG", 1)
+    } else {
+        spec
+    }
 }
 
 /// Every specialisation (for the compile check): one per compiled kernel, a config that only
@@ -1457,7 +1494,9 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && 2 * waves(&wide) <= waves(&narrow)
         && dev.check_smem(wide.smem_bytes()).is_ok())
     .then(|| {
-        if LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
+        if LARGE_PING_PONG && ping_pong_fills(p, dev) {
+            Fp8Config::ping_pong(192)
+        } else if LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
             Fp8Config::three_consumers(192)
         } else if LARGE_PROMOTED_192 && promoted_192_fills(p, dev) {
             promoted_192()
@@ -1497,6 +1536,31 @@ pub fn promoted_192_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
         && p.m.div_ceil(128).is_multiple_of(2)
         && outputs(&narrow) <= outputs(&wide)
         && dev.check_smem(narrow.smem_bytes()).is_ok()
+}
+
+/// Whether the large rule takes the 128 x 192 pair tile with ping-pong consumers (`192mgh`,
+/// ledger row 181) where [`ping_pong_fills`] says it may, ahead of `192x192md` and `256md`: off
+/// until it beats the rule's tile beyond the spread in two rounds.
+pub const LARGE_PING_PONG: bool = false;
+
+/// Where `192mgh` (unpromoted tensor scales) gives the busiest pair no more outputs than the
+/// 128 x 256 pairs of [`large_wide_tensor`]: 6144^3 (12 tiles of 24,576 against 9 of 32,768:
+/// the same) and 8192^3 (21 against 16: 1.6 % fewer); and where it is compiled, fits, and its
+/// pairs tile C whole.
+pub fn ping_pong_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
+    let g = Fp8Config::ping_pong(192);
+    let wide = large_wide_tensor(false);
+    let sms = dev.sm_count.max(1) as u64;
+    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
+    let outputs = |c: &Fp8Config| waves(c) * (c.bm * c.bn) as u64;
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|c| c.same_kernel(&g));
+    compiled
+        && !p.promote
+        && p.m.div_ceil(128).is_multiple_of(2)
+        && outputs(&g) <= outputs(&wide)
+        && dev.check_smem(g.smem_bytes()).is_ok()
 }
 
 /// Whether the large rule takes the 192 x 192 tile of three consumers (`192x192md`, ledger row
@@ -2064,6 +2128,12 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
             } else {
                 ""
             }
+        )));
+    }
+    if cfg.pingpong && (cfg.stream || cfg.splits > 1 || p.promote || p.scale != ScaleMode::Tensor) {
+        return Err(Error::invalid(format!(
+            "config {cfg} has its consumers take whole tiles in turn (g), which only unpromoted \
+             tensor scales in unsplit tiles do; drop the g, or the /k or /S (192mgh)"
         )));
     }
     if cfg.sb_bulk && (!cfg.tma_scales || cfg.bn == 192) {
@@ -3126,20 +3196,62 @@ mod tests {
     }
 
     #[test]
+    fn the_ping_pong_pair_tile_parses_and_takes_no_slices() {
+        // ledger row 181: `192mgh`, five stages of 40 KB and one staging buffer a consumer
+        let g = Fp8Config::ping_pong(192);
+        assert_eq!(g.to_string(), "192mgh");
+        assert_eq!("192mgh".parse::<Fp8Config>().unwrap(), g);
+        assert_eq!(
+            (g.stages(), g.smem_bytes(), g.tmae_define(), g.max_splits()),
+            (5, 222_288, 2, 1)
+        );
+        assert!(!g.same_kernel(&Fp8Config::wide_pair_tensor(192)));
+        let promoted = Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor);
+        let fast = Fp8Problem {
+            promote: false,
+            ..promoted
+        };
+        assert!(check_config(&fast, g).is_ok());
+        assert!(check_config(&fast, g.streamed()).is_err());
+        assert!(check_config(&promoted, g).is_err());
+        // the large rule may take it (LARGE_PING_PONG) at 6144^3 and 8192^3, where the busiest
+        // pair has no more outputs than `256md`'s, not at 4096^3 or 12288^3; never promoted
+        let dev = h200();
+        let cube = |n: usize| Fp8Problem {
+            m: n,
+            n,
+            k: n,
+            ..fast
+        };
+        let fills: Vec<bool> = [4096, 6144, 8192, 12288]
+            .iter()
+            .map(|&n| ping_pong_fills(&cube(n), &dev))
+            .collect();
+        assert_eq!(fills, [false, true, true, false]);
+        assert!(!ping_pong_fills(&promoted, &dev));
+        let expected = if LARGE_PING_PONG {
+            g
+        } else {
+            Fp8Config::three_consumers(192)
+        };
+        assert_eq!(choose_by(&cube(6144), &dev, Fp8Rule::Large), expected);
+    }
+
+    #[test]
     fn variants_stay_few_and_every_mode_has_one() {
         let v = variants("sm_90a");
         // (102 since ledger row 40's `192th`: one block kernel, three outputs; 105 since row
         // 61's `256tmd/k`; 108 with row 51's `256pth`; 102 since rows 70 and 82 dropped both;
         // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
         // promoted `192md`, 102 since row 110 dropped `128pth`; 104 with row 171's lean
-        // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only)
-        assert!(v.len() <= 104, "{} variants", v.len());
+        // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`)
+        assert!(v.len() <= 107, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
-        // unpromoted 5 (`256mh`, `256md` and `192x192md` beside 128 and 256), row unpromoted 2, block 15
+        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 15
         // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
         // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110);
         // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 5 + 2 + 15) * 3 + 3 * 2 * 3 + 2);
+        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3 + 2);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -3538,7 +3650,9 @@ mod tests {
                 let p = t(m, n, k);
                 // (with LARGE_THREE_CONSUMERS, `192x192md` at 6144^3 unpromoted; with
                 // LARGE_PROMOTED_192, `192md` promoted at 6144^3 and 8192^3)
-                let expected = if LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
+                let expected = if LARGE_PING_PONG && ping_pong_fills(&p, &dev) {
+                    Fp8Config::ping_pong(192)
+                } else if LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
                     Fp8Config::three_consumers(192)
                 } else if LARGE_PROMOTED_192 && promoted_192_fills(&p, &dev) {
                     promoted_192()

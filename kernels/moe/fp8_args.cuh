@@ -16,7 +16,7 @@ struct Fp8MoeArgs {
   int tiles_n;
   int group_m;    // m-tiles swept together in the grouped tile order (any value >= 1 is correct)
   int by_expert;  // 1: the order goes expert by expert (moe/sched.cuh)
-  int stagger;    // the grouped GEMM's delays in cycles: the second consumer's (bits 0-15), the odd pairs' (16-31)
+  int pad_;
 };
 
 // X's scale of K block kb for X row `row` of a tile with `valid` real rows from row0: rows past

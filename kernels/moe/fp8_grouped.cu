@@ -61,14 +61,6 @@
 // KILN_NOSTORE = 1 (KILN_FP8_GROUPED_NOSTORE, a diagnostic, never verified: Y is not written):
 // every store of Y skipped at run time (behind a test that never holds, so the sums are still
 // made), to time the epilogue's share of the kernel.
-// Fp8MoeArgs.stagger (KILN_FP8_GROUPED_STAGGER=C[,P], cycles; 0, off, by default; ledger row
-// 192): the second consumer starts C cycles after the first stage has landed, and both consumers
-// of the odd pairs P more. Both consumers of a tile otherwise reach its register store together
-// (16 blocks of shuffles and 16-byte stores a thread) with no wgmma in flight, and every SM
-// about at once: the store is 5-6 % of the kernel (row 161). Nothing in the K loop brings the
-// consumers back into step (each waits for full stages the producer filled a ring ahead, and
-// frees its stages on its own), so the delays persist: C lets one consumer's store run while the
-// other still issues its batches; P halves the stores leaving the SMs at one time.
 #include "common/cp_async.cuh"
 #include "common/fp8_promote.cuh"
 #include "common/mem_ops.cuh"
@@ -233,14 +225,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const bool store = !NOSTORE || p.n < 0;
         u32 it = 0;
         const int vend = tail_units(units, stride);
-        const u32 delay = (c == 1 ? (u32)p.stagger & 0xffffu : 0u) + (first & 1 ? (u32)p.stagger >> 16 : 0u);
-        if (delay > 0 && first < vend) {
-          ring.wait_full(0u);  // (from the first stage's landing: the load's latency is no offset)
-          u64 t0, t;
-          asm volatile("mov.u64 %0, %%clock64;" : "=l"(t0));
-          do asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
-          while (t - t0 < delay);
-        }
         for (int v = first; v < vend; v += stride) {
           int h;  // TAIL: a half tile's half, else -1
           const int u = tail_unit(v, units, stride, h);

@@ -48,15 +48,6 @@ pub(super) fn number(v: &str, lo: u32, hi: u32) -> Option<u32> {
     v.parse().ok().filter(|n| (lo..=hi).contains(n))
 }
 
-/// `C` or `C,P` (`KILN_FP8_GROUPED_STAGGER`): two delays in cycles, each below 65536 (they share
-/// one 32-bit kernel argument).
-pub(super) fn stagger(v: &str) -> Option<(u32, u32)> {
-    let mut parts = v.split(',').map(|p| number(p.trim(), 0, 0xffff));
-    let c = parts.next()??;
-    let p = parts.next().unwrap_or(Some(0))?;
-    parts.next().is_none().then_some((c, p))
-}
-
 /// The value of an `Option` knob: `None` when unset, else what `parse` makes of it.
 pub(super) fn opt<T>(
     v: Option<&str>,
@@ -647,24 +638,6 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "0",
         set: |o, v| put(&mut o.moe.fp8_grouped_nostore, or(v, false, flag)),
         show: |o| o.moe.fp8_grouped_nostore.then(|| "1".into()),
-    },
-    Knob {
-        name: "KILN_FP8_GROUPED_STAGGER",
-        takes: || {
-            "`C` or `C,P`, cycles, each 0 to 65535 (the FP8 grouped GEMM's second consumer \
-             warpgroup starts C cycles after the first stage has landed, so that one consumer's \
-             register store runs while the other issues its batches; both consumers of the odd \
-             pairs of CTAs P more, so that half as many stores leave the SMs at once)"
-                .into()
-        },
-        default: "0 (both consumers and every pair at once; docs/fp8.md ledger row 192)",
-        set: |o, v| put(&mut o.moe.fp8_grouped_stagger, or(v, (0, 0), stagger)),
-        show: |o| {
-            unless(o.moe.fp8_grouped_stagger, (0, 0), |(c, p)| match p {
-                0 => c.to_string(),
-                _ => format!("{c},{p}"),
-            })
-        },
     },
     Knob {
         name: "KILN_FP8_PDL",

@@ -434,13 +434,6 @@ pub struct MoeOverrides {
     /// GEMM with every store of Y skipped (its output unwritten), to time the epilogue's share
     /// (docs/fp8.md ledger row 161). Default `0`.
     pub fp8_grouped_nostore: bool,
-    /// `KILN_FP8_GROUPED_STAGGER` (`C` or `C,P`, cycles, each below 65536): the FP8 grouped
-    /// GEMM's second consumer warpgroup starts C cycles after the first stage has landed, so that
-    /// each tile's register store of one consumer runs under the other's batches, and both
-    /// consumers of the odd pairs of CTAs P more, so that half as many stores leave the SMs at
-    /// once (docs/fp8.md ledger row 192; off by default until measured faster in two rounds).
-    /// Default `(0, 0)`.
-    pub fp8_grouped_stagger: (u32, u32),
 }
 
 impl MoeOverrides {
@@ -484,7 +477,6 @@ impl MoeOverrides {
         gather: MoeGather::Auto,
         fp8_grouped: None,
         fp8_grouped_nostore: false,
-        fp8_grouped_stagger: (0, 0),
     };
 }
 

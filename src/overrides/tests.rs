@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 87 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (87, 14));
+    // 86 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (86, 14));
 }
 
 #[test]
@@ -120,7 +120,6 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_XTILE", "0"),
         ("KILN_FP8_GROUPED", "tm"),
         ("KILN_FP8_GROUPED_NOSTORE", "1"),
-        ("KILN_FP8_GROUPED_STAGGER", "1300,4000"),
         ("KILN_FP8_PDL", "2"),
         ("KILN_FP8_RULE", "bytes"),
         ("KILN_MOE_GATHER", "copy"),
@@ -487,17 +486,4 @@ fn edit_distance() {
     assert_eq!(edits("abc", "abc"), 0);
     assert_eq!(closest("KILN_FLUSHH"), Some("KILN_FLUSH"));
     assert_eq!(closest("KILN_ZZZZZZZZ"), None);
-}
-
-#[test]
-fn the_grouped_stagger_takes_one_or_two_delays_below_65536() {
-    assert_eq!(stagger("1300"), Some((1300, 0)));
-    assert_eq!(stagger("1300,4000"), Some((1300, 4000)));
-    assert_eq!(stagger("0,65535"), Some((0, 65535)));
-    for bad in ["", "65536", "1,2,3", "1,", "-1", "a"] {
-        assert_eq!(stagger(bad), None, "{bad}");
-    }
-    let o = ok(&[("KILN_FP8_GROUPED_STAGGER", "2600")]);
-    assert_eq!(o.moe.fp8_grouped_stagger, (2600, 0));
-    err(&[("KILN_FP8_GROUPED_STAGGER", "70000")]);
 }

@@ -290,10 +290,6 @@ pub fn launch(ctx: &Context, p: &Fp8MoeProblem, ops: &Fp8MoeOperands) -> Result<
     let f = ctx.function(&spec_with(&ctx.arch(), feed, nostore))?;
     let order = order_for(&p.layout(), pairs * BM, &ctx.overrides.moe);
     let mut args = Fp8MoeArgs::new(p, ops, bn, order);
-    // the second consumer's and the odd pairs' delays (`KILN_FP8_GROUPED_STAGGER`, docs/fp8.md
-    // row 192; 0: none), 16 bits each
-    let (c, pair) = ctx.overrides.moe.fp8_grouped_stagger;
-    args.stagger = (c | pair << 16) as i32;
     let grid = if pairs > 1 {
         pair_grid(
             p,

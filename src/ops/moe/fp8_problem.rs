@@ -324,9 +324,7 @@ pub struct Fp8MoeArgs {
     pub tiles_n: i32,
     pub group_m: i32,
     pub by_expert: i32,
-    /// The grouped GEMM's delays in cycles (`KILN_FP8_GROUPED_STAGGER`): the second consumer's
-    /// in bits 0-15, the odd pairs' in 16-31 (0: none; the SwiGLU reads none).
-    pub stagger: i32,
+    pub pad: i32,
 }
 
 impl Fp8MoeArgs {
@@ -348,7 +346,7 @@ impl Fp8MoeArgs {
             tiles_n: p.n.div_ceil(bn as usize) as i32,
             group_m,
             by_expert,
-            stagger: 0,
+            pad: 0,
         }
     }
 

@@ -77,30 +77,6 @@ __device__ __forceinline__ void moe_store_fragment(OutT* y, i64 ldy, int n_total
   }
 }
 
-// moe_store_fragment for 16-bit outputs whose fragment is already packed in pairs: pk[2 j + h]
-// holds registers 4 j + 2 h and 4 j + 2 h + 1 (row r0 + 8 h, column group j) as pack2<OutT>
-// makes them; COLS columns of groups OFF / 2 on. One shuffle a pair in the transposes instead of
-// two (the FP8 grouped GEMM's overlapped epilogue, `tm256bhto`: its tile's sums packed once the
-// tile ends, stored under the next tile's first K block with 64 registers instead of 128).
-template <int COLS, int OFF, class OutT, int NP>
-__device__ __forceinline__ void moe_store_fragment_pairs(OutT* y, i64 ldy, int n_total, int row0, int valid_rows, int r0,
-                                                         int col0, int q, const u32 (&pk)[NP]) {
-  static_assert(sizeof(OutT) == 2, "packed stores are for 16-bit outputs");
-  static_assert(COLS % 32 == 0 && OFF % 2 == 0 && OFF + COLS / 4 <= NP, "COLS columns from pair OFF, 32 at a time");
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = r0 + 8 * h;
-#pragma unroll
-    for (int j0 = 0; j0 < COLS / 8; j0 += 4) {
-      u32 w[4];
-#pragma unroll
-      for (int s = 0; s < 4; ++s) w[s] = pk[OFF + 2 * (j0 + s) + h];
-      quad_transpose_packed(w, q);
-      if (r < valid_rows) moe_store8_packed(y, ldy, n_total, (i64)(row0 + r), col0 + 8 * (j0 + q), w);
-    }
-  }
-}
-
 // acc(row, n .. n + 7) += v (f32, atomically per element), only the columns below n_total: two
 // 16-byte vector reductions (red.global.add.v4.f32, sm_90) when aligned and in range. The MoE
 // layer's down projection adds each weighted row into its token's accumulator row this way;

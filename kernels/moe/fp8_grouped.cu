@@ -55,17 +55,9 @@
 // rows are one pair part, which its rank loads and multicasts (the other loads none: the stage
 // expects half the W bytes); its consumers run one half's four wgmmas a K block and store 128
 // columns from registers.
-// KILN_XFEED = 15 (`tm256bhto`, by name until timed in two rounds; ledger row 162): `tm256bht`
-// with the register epilogue overlapped. Both consumers of a tile reach its store together (16
-// blocks of quad transposes and 16-byte stores a thread, ~480 instructions) while no wgmma is in
-// flight: the tensor pipe is busy 80.0 % of the grouped kernel's active cycles against the dense
-// `256tmd`'s 85.6 % with the same K-loop code (row 132). Here a consumer leaves its tile's sums in
-// fin, packs them into 16-bit pairs (64 registers: fin itself held across the boundary spilled 3 KB)
-// and stores them under the next tile's first K block: half h's 128 columns between the issue of
-// that block's half-h batch and its wait (one shuffle a pair in the transposes,
-// moe_store_fragment_pairs), that block's promotion then writing fin fresh. No staging
-// buffer and no barrier (the deferral through shared memory, `tm256bhd`, lost 15 %: row 131). A
-// half tile, a consumer with no rows and the last tile store what is pending first.
+// (KILN_XFEED = 15, `tm256bhto`: the register epilogue under the next tile's first K block, lost
+// two rounds by 4-5 % and 16 % masked, its 9,440-instruction kernel missing the instruction cache;
+// deleted in ledger row 190.)
 // KILN_NOSTORE = 1 (KILN_FP8_GROUPED_NOSTORE, a diagnostic, never verified: Y is not written):
 // every store of Y skipped at run time (behind a test that never holds, so the sums are still
 // made), to time the epilogue's share of the kernel.
@@ -96,12 +88,10 @@ constexpr u32 X_BYTES = BM * BK, W_BYTES = BN * BK, STAGE_BYTES = X_BYTES + W_BY
 constexpr u32 SLOT_BYTES = STAGED ? (SW_AT + 4 * NSW + 127) / 128 * 128 : 0;
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 1) * 4;
 constexpr bool X_ONE_BOX = (KILN_XFEED & 1) != 0, HOIST = (KILN_XFEED & 2) != 0;
-constexpr bool TAIL = (KILN_XFEED & 8) != 0, OVER = (KILN_XFEED & 4) != 0;
-static_assert(KILN_XFEED == 0 || ((KILN_XFEED == 3 || KILN_XFEED == 11 || KILN_XFEED == 15) && BN == 256),
-              "KILN_XFEED is 0, 3 (one X box and the X scales' offset kept across the K loop: the 128 x 256 tile), "
-              "11 (3 with the last wave's tiles in halves) or 15 (11 with the epilogue under the next tile's first "
-              "K block)");
-static_assert(!OVER || sizeof(out_t) == 2, "the overlapped epilogue stores 16-bit pairs");
+constexpr bool TAIL = (KILN_XFEED & 8) != 0;
+static_assert(KILN_XFEED == 0 || ((KILN_XFEED == 3 || KILN_XFEED == 11) && BN == 256),
+              "KILN_XFEED is 0, 3 (one X box and the X scales' offset kept across the K loop: the 128 x 256 tile) "
+              "or 11 (3 with the last wave's tiles in halves)");
 static_assert(KILN_NOSTORE == 0 || KILN_NOSTORE == 1, "KILN_NOSTORE is 0 or 1 (the diagnostic without Y's stores)");
 constexpr bool NOSTORE = KILN_NOSTORE != 0;
 static_assert(BN == 128 || (BN == 256 && STAGED && CM == 2),
@@ -129,14 +119,6 @@ __device__ __forceinline__ int tail_unit(int v, int units, int stride, int& h) {
   h = (v - whole) & 1;
   return whole + ((v - whole) >> 1);
 }
-
-// Compile-time flags for a generic lambda's argument: OVER's first K block of a tile, a half.
-template <bool B> struct MoeFlag {
-  static constexpr bool value = B;
-};
-template <int H> struct MoeHalf {
-  static constexpr int value = H;
-};
 
 // Work unit u's tile for CTA `rank` of its pair (rank 0 without pairs): the tables count pair
 // tiles of CM * BM rows, the CTA takes its BM of them (valid_rows 0 past its expert's rows).
@@ -241,48 +223,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const u32 row_at = 4u * (u32)(64 * c + 16 * w + lane / 4), x_step = 4u * ((u32)p.x_rows & 3u);
         // NOSTORE: a test that never holds (n >= 1) but that ptxas cannot fold, so fin stays live
         const bool store = !NOSTORE || p.n < 0;
-        // OVER: the last tile's sums as 16-bit pairs (pk[2 j + h]: fin's registers 4 j + 2 h and
-        // 4 j + 2 h + 1) and its unit pu (-1: none pending; its rows and columns found again from
-        // the tables where they are stored: one register held across the tile boundary instead of
-        // three, which spilled); half H's 128 columns at a time. Every path back to the top of the
-        // tile loop writes pk after its last K loop (else pk would stay live through the K loops).
-        u32 pk[OVER ? BN / 4 : 1];
-        int pu = -1;
-        auto clear_pending = [&]() {
-          if constexpr (OVER) {
-#pragma unroll
-            for (int i = 0; i < BN / 4; ++i) pk[i] = 0u;
-          }
-          pu = -1;
-        };
-        auto store_pending = [&](auto half_t) {
-          constexpr int H = decltype(half_t)::value;
-          if constexpr (OVER) {
-            if (store && pu >= 0) {
-              const MoeTile t = fp8_moe_cta_tile(table, p, pu, tiles_m, CM > 1 ? (int)cluster_ctarank() : 0);
-              const int r = 64 * c + 16 * w + lane / 4;  // (r0 below, made where it is used)
-              moe_store_fragment_pairs<128, 32 * H>(y, p.ldy, p.n, t.row0, t.valid_rows, r, t.n0 + 128 * H, q, pk);
-            }
-          }
-        };
-        auto flush_pending = [&]() {
-          store_pending(MoeHalf<0>{});
-          store_pending(MoeHalf<1>{});
-        };
         u32 it = 0;
-        // OVER: the unit derived from the ring iterations (every unit takes kblocks of them), no
-        // counter of its own held across the K loop: with the pairs ptxas spilled it
         const int vend = tail_units(units, stride);
-        for (int v = first; v < vend; v = OVER ? first + (int)(it / (u32)kblocks) * stride : v + stride) {
+        for (int v = first; v < vend; v += stride) {
           int h;  // TAIL: a half tile's half, else -1
           const int u = tail_unit(v, units, stride, h);
           const MoeTile tile = fp8_moe_cta_tile(table, p, u, tiles_m, CM > 1 ? (int)cluster_ctarank() : 0);
           if (64 * c >= tile.valid_rows) {
-            // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing
-            // (OVER: but what the last tile left).
-            flush_pending();
+            // No valid rows here: keep the stage barriers in step, issue no wgmma, store nothing.
             for (int kb = 0; kb < kblocks; ++kb, ++it) release(ring.wait_full(it));
-            clear_pending();
             continue;
           }
           const int r0 = 64 * c + 16 * w + lane / 4;  // this thread's tile rows: r0, r0 + 8
@@ -293,11 +242,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             // the second. (fp8_issue_block waits for the stage; the second wait passes at once.)
             const u64 db1 = wgmma_desc_add(db0, 128 * 128);
             auto none = [](int) { return Fp8BlockScales{0.0f, 0.0f, 0.0f, 0.0f}; };
-            if (TAIL && h >= 0) flush_pending();  // (OVER: a half tile stores at once)
-            if (!OVER || (TAIL && h >= 0)) {  // (OVER: the first K block writes fin fresh)
 #pragma unroll
-              for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
-            }
+            for (int i = 0; i < BN / 2; ++i) fin[i] = 0.0f;
             // HOIST: block kb's X scales start (kb x_rows + row0) mod 4 scales into the slot
             u32 x_at = 4u * ((u32)tile.row0 & 3u);
             // block kb's scales from stage s's slot
@@ -331,39 +277,17 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                 fp8_promote_part<128, BN>(fin, acc, sc.a0 * b, sc.a1 * b, 0);
               }
               if (store) moe_store_fragment<128>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0 + 128 * h, q, fin);
-              clear_pending();
               continue;
             }
-            // FIRST (OVER's first K block, peeled): the last tile's half h stored under half h's
-            // batch, the promotion fresh
-            auto kblock = [&](int kb, auto first_t) {
-              constexpr bool FIRST = decltype(first_t)::value;
+            for (int kb = 0; kb < kblocks; ++kb, ++it) {
               const Fp8BlockScales sc = fp8_issue_block<128, STAGES, STAGE_BYTES>(
                   ring, it, acc, da0, db0, [&](int s) { return read_scales(kb, s); });
-              if constexpr (FIRST) store_pending(MoeHalf<0>{});
               wgmma_wait<0>();
-              fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
+              fp8_promote_part<128, BN>(fin, acc, sc.a0 * sc.b0, sc.a1 * sc.b0, 0);
               fp8_issue_block<128, STAGES, STAGE_BYTES>(ring, it, acc, da0, db1, none);
-              if constexpr (FIRST) store_pending(MoeHalf<1>{});
               wgmma_wait<0>();
               release(MbarRing<STAGES>::slot(it));
-              fp8_promote_part<128, BN, FIRST>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
-            };
-            int kb = 0;
-            if constexpr (OVER) {  // (kblocks >= 1: K >= 16)
-              kblock(kb++, MoeFlag<true>{});
-              ++it;
-            }
-            for (; kb < kblocks; ++kb, ++it) kblock(kb, MoeFlag<false>{});
-            if constexpr (OVER) {
-              // packed (after the last promotion: ptxas interleaving the two spilled), stored under
-              // the next tile's first K block (or after the last tile)
-#pragma unroll
-              for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(fin[i]);
-#pragma unroll
-              for (int i = 0; i < BN / 4; ++i) pk[i] = pack2<out_t>(fin[2 * i], fin[2 * i + 1]);
-              pu = u;
-              continue;
+              fp8_promote_part<128, BN>(fin, acc, sc.a0 * sc.b1, sc.a1 * sc.b1, 1);
             }
           } else if constexpr (STAGED) {
             // block kb's scales from its stage's slot: X's from the box's start rounded down
@@ -394,7 +318,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           // Y from registers (moe/epilogue.cuh), rows past the expert's end never stored
           if (store) moe_store_fragment<BN>(y, p.ldy, p.n, tile.row0, tile.valid_rows, r0, tile.n0, q, fin);
         }
-        flush_pending();  // (OVER: the last tile's)
       });
   // No CTA of a pair may leave while its peer can still arrive on its barriers or multicast into it.
   if constexpr (CM > 1) {

@@ -619,10 +619,9 @@ pub(super) static KNOBS: &[Knob] = &[
             "`ldg` (the consumers load the scales from global memory), `t` (the scales ride the \
              ring with their stage), `tm` (`t` in pairs of CTAs sharing each W tile), `tm256` \
              (`tm` with 128 x 256 tiles), `tm256bh` (`tm256` loading a full tile's X as one \
-             128-row box, the X scales' slot offset kept across the K loop), `tm256bht` \
-             (`tm256bh` with the last wave's tiles in halves of 128 columns) or `tm256bhto` \
-             (`tm256bht` storing each tile under the next tile's first K block): how the FP8 \
-             grouped GEMM feeds its mainloop"
+             128-row box, the X scales' slot offset kept across the K loop) or `tm256bht` \
+             (`tm256bh` with the last wave's tiles in halves of 128 columns): how the FP8 grouped \
+             GEMM feeds its mainloop"
                 .into()
         },
         default: "tm256bht (ldg where X's scales are not 16-byte aligned; H200, ledger rows 22, 84, 100, 133 and 163)",

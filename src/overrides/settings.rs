@@ -424,7 +424,7 @@ pub struct MoeOverrides {
     /// projection reads X's rows in the expert-sorted order. Default `auto`
     /// ([`MoeGather::Auto`]).
     pub gather: MoeGather,
-    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh`, `tm256bht` or `tm256bhto`):
+    /// `KILN_FP8_GROUPED` (`ldg`, `t`, `tm`, `tm256`, `tm256bh` or `tm256bht`):
     /// how the FP8 grouped GEMM
     /// feeds its mainloop ([`Fp8GroupedFeed`]). Default: none, `tm256bht` where X's scales can be
     /// mapped ([`Fp8GroupedFeed::default_for`]).
@@ -690,23 +690,16 @@ pub enum Fp8GroupedFeed {
     /// takes half a tile's time (docs/fp8.md rows 133 and 163: the default since it won three
     /// rounds).
     StagedPairsWideOneBoxHoistedTail,
-    /// `tm256bhto`: `tm256bht` with the register epilogue overlapped: each consumer leaves its
-    /// tile's sums in registers and stores them under the next tile's first K block, half h's
-    /// columns between that block's half-h issue and its wait (the pairs packed before the quad
-    /// transposes), where both consumers stored while no wgmma was in flight (docs/fp8.md row
-    /// 162; by name until it wins two rounds).
-    StagedPairsWideOneBoxHoistedTailOverlapped,
 }
 
 impl Fp8GroupedFeed {
-    pub const ALL: [Fp8GroupedFeed; 7] = [
+    pub const ALL: [Fp8GroupedFeed; 6] = [
         Fp8GroupedFeed::Ldg,
         Fp8GroupedFeed::Staged,
         Fp8GroupedFeed::StagedPairs,
         Fp8GroupedFeed::StagedPairsWide,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail,
-        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped,
     ];
 
     pub fn parse(v: &str) -> Option<Fp8GroupedFeed> {
@@ -735,7 +728,6 @@ impl Fp8GroupedFeed {
             Fp8GroupedFeed::StagedPairsWide => "tm256",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => "tm256bh",
             Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => "tm256bht",
-            Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => "tm256bhto",
         }
     }
 }

@@ -42,21 +42,19 @@ const fn fixed_bytes() -> u32 {
 
 /// The parts of the dense tile's feed `feed` takes (the kernel's `KILN_XFEED` bits): 1, a full
 /// tile's X as one box of [`BM`] rows through the map in the kernel's fourth slot; 2, the X
-/// scales' slot offset kept across the K loop; 4, each tile stored from registers under the next
-/// tile's first K block; 8, the tiles past the last whole wave of pairs in halves of 128 columns.
-/// 3 for `tm256bh`, 11 for `tm256bht`, 15 for `tm256bhto`, 0 for the other feeds. (Bit 4 was
-/// `tm256bhd`'s TMA-store deferral until ledger row 160 deleted it: lost by 15 %.)
+/// scales' slot offset kept across the K loop; 8, the tiles past the last whole wave of pairs in
+/// halves of 128 columns. 3 for `tm256bh`, 11 for `tm256bht`, 0 for the other feeds. (Bit 4 was
+/// `tm256bhd`'s TMA-store deferral until ledger row 160 deleted it, lost by 15 %, then
+/// `tm256bhto`'s register stores under the next tile until row 190 deleted it, lost two rounds.)
 pub const fn xfeed(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWideOneBoxHoisted => 3,
         Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 11,
-        Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => 15,
         _ => 0,
     }
 }
 
-/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256bh`, `tm256bht`,
-/// `tm256bhto`).
+/// Whether `feed` loads a full tile's X as one box of [`BM`] rows (`tm256bh`, `tm256bht`).
 pub const fn one_x_box(feed: Fp8GroupedFeed) -> bool {
     xfeed(feed) & 1 != 0
 }
@@ -66,8 +64,7 @@ pub const fn bn_of(feed: Fp8GroupedFeed) -> u32 {
     match feed {
         Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => 256,
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 256,
         _ => BN,
     }
 }
@@ -93,8 +90,7 @@ pub const fn ctas(feed: Fp8GroupedFeed) -> u32 {
         Fp8GroupedFeed::StagedPairs
         | Fp8GroupedFeed::StagedPairsWide
         | Fp8GroupedFeed::StagedPairsWideOneBoxHoisted
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail
-        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped => 2,
+        | Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail => 2,
         _ => 1,
     }
 }
@@ -368,11 +364,9 @@ mod tests {
         assert!(one_x_box(one_box) && !one_x_box(wide));
         let tail = Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTail;
         assert!(one_x_box(tail) && smem_of(tail) == smem_of(wide));
-        let over = Fp8GroupedFeed::StagedPairsWideOneBoxHoistedTailOverlapped;
-        assert!(one_x_box(over) && smem_of(over) == smem_of(wide) && xfeed(over) == 15);
         // the prefix kernel and one kernel a feed
         let specs = variants("sm_90a");
-        assert_eq!(specs.len(), 8);
+        assert_eq!(specs.len(), 7);
         // the measured default (ledger rows 22, 84, 100, 133 and 163), where TMA can map X's scales
         assert_eq!(
             (

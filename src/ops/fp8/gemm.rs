@@ -639,7 +639,12 @@ impl Fp8Config {
         // block: no registers for a slice's sum either; `192md` is the one-part such tile)
         // (the lean form, `z`: whole tiles, its split-K code compiled out; ping-pong: each
         // consumer its own tile, no slices)
-        if self.parts() > 1 || self.consumers() > 2 || self.deferred || self.a_resident || self.pingpong {
+        if self.parts() > 1
+            || self.consumers() > 2
+            || self.deferred
+            || self.a_resident
+            || self.pingpong
+        {
             return 1;
         }
         match self.reduction() {

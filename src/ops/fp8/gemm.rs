@@ -376,13 +376,11 @@ impl Fp8Config {
             self.a_regs,
             self.sscale,
             self.tma_scales,
-            self.a_resident,
             self.cluster,
             self.cluster_n,
             self.tma_epi,
             self.one_buffer,
             self.deferred,
-            self.pingpong,
         ) == (
             other.bm,
             other.bn,
@@ -390,14 +388,12 @@ impl Fp8Config {
             other.a_regs,
             other.sscale,
             other.tma_scales,
-            other.a_resident,
             other.cluster,
             other.cluster_n,
             other.tma_epi,
             other.one_buffer,
             other.deferred,
-            other.pingpong,
-        )
+        ) && (self.a_resident, self.pingpong) == (other.a_resident, other.pingpong)
     }
 
     /// A config of the 2026-11-29 family (the small-M tile, the scales in shared memory, the
@@ -667,7 +663,7 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}{}{}{}{}{}{}",
+            "{}{}{}{}{}{}{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
             if self.order { "o" } else { "" },

@@ -78,7 +78,7 @@ fn spread_scales(w: &mut Fp4Weights, ids: &[usize], seed: u64) {
             let h = (seed ^ ((id * per + i) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
                 .wrapping_mul(0xBF58_476D_1CE4_E5B9)
                 >> 40;
-            if h % 8 == 0 {
+            if h.is_multiple_of(8) {
                 let by = if id % 3 == 2 {
                     6 + (h >> 3) % 4
                 } else {

@@ -2937,14 +2937,25 @@ mod tests {
             .collect();
         assert_eq!(fills, [false, true, false, false]);
         assert!(!three_consumers_fill(&promoted, &dev));
+        // (ahead of it, the ping-pong pair tile where LARGE_PING_PONG takes it: row 182)
+        let ping_pong_or = |q: &Fp8Problem, other: Fp8Config| {
+            if LARGE_PING_PONG && ping_pong_fills(q, &dev) {
+                Fp8Config::ping_pong(192)
+            } else {
+                other
+            }
+        };
         let expected = match LARGE_THREE_CONSUMERS {
             true => c,
             false => large_wide_tensor(false),
         };
-        assert_eq!(choose_by(&p, &dev, Fp8Rule::Large), expected);
+        assert_eq!(
+            choose_by(&p, &dev, Fp8Rule::Large),
+            ping_pong_or(&p, expected)
+        );
         assert_eq!(
             choose_by(&cube(8192), &dev, Fp8Rule::Large),
-            large_wide_tensor(false)
+            ping_pong_or(&cube(8192), large_wide_tensor(false))
         );
         // the same work a CTA as the 128 x 256 pairs at 6144^3 (8 tiles against 9, both 97 % of
         // the last wave), 5.5 % more at 8192^3 (15 of 192 x 192 against 16 of 128 x 256)

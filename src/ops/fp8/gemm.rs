@@ -1524,19 +1524,7 @@ pub const fn promoted_192() -> Fp8Config {
 /// where its one batch a K block still won 3.7 % in round 1), is compiled, fits, and its pairs
 /// tile C whole.
 pub fn promoted_192_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
-    let narrow = promoted_192();
-    let wide = large_wide_tensor(true);
-    let sms = dev.sm_count.max(1) as u64;
-    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
-    let outputs = |c: &Fp8Config| waves(c) * (c.bm * c.bn) as u64;
-    let compiled = configs(p.a, p.b, p.scale, p.promote)
-        .iter()
-        .any(|c| c.same_kernel(&narrow));
-    compiled
-        && p.promote
-        && p.m.div_ceil(128).is_multiple_of(2)
-        && outputs(&narrow) <= outputs(&wide)
-        && dev.check_smem(narrow.smem_bytes()).is_ok()
+    p.promote && pair_tile_fills(p, dev, promoted_192(), large_wide_tensor(true))
 }
 
 /// Whether the large rule takes the 128 x 192 pair tile with ping-pong consumers (`192mgh`,
@@ -1551,19 +1539,29 @@ pub const LARGE_PING_PONG: bool = true;
 /// the same) and 8192^3 (21 against 16: 1.6 % fewer); and where it is compiled, fits, and its
 /// pairs tile C whole.
 pub fn ping_pong_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
-    let g = Fp8Config::ping_pong(192);
-    let wide = large_wide_tensor(false);
-    let sms = dev.sm_count.max(1) as u64;
-    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
-    let outputs = |c: &Fp8Config| waves(c) * (c.bm * c.bn) as u64;
+    !p.promote && pair_tile_fills(p, dev, Fp8Config::ping_pong(192), large_wide_tensor(false))
+}
+
+/// The terms the large rule's pair tiles share: `tile` is compiled for `p`, fits the device's
+/// shared memory, its pairs along M tile C whole, and its waves on the busiest SM carry no more
+/// outputs than `than`'s.
+fn pair_tile_fills(p: &Fp8Problem, dev: &DeviceInfo, tile: Fp8Config, than: Fp8Config) -> bool {
     let compiled = configs(p.a, p.b, p.scale, p.promote)
         .iter()
-        .any(|c| c.same_kernel(&g));
+        .any(|c| c.same_kernel(&tile));
     compiled
-        && !p.promote
-        && p.m.div_ceil(128).is_multiple_of(2)
-        && outputs(&g) <= outputs(&wide)
-        && dev.check_smem(g.smem_bytes()).is_ok()
+        && p.m.div_ceil(tile.bm as usize).is_multiple_of(2)
+        && busiest_outputs(p, dev, &tile) <= busiest_outputs(p, dev, &than)
+        && dev.check_smem(tile.smem_bytes()).is_ok()
+}
+
+/// The outputs one SM computes over `c`'s waves.
+fn busiest_outputs(p: &Fp8Problem, dev: &DeviceInfo, c: &Fp8Config) -> u64 {
+    waves_of(p, dev, c) * (c.bm * c.bn) as u64
+}
+
+fn waves_of(p: &Fp8Problem, dev: &DeviceInfo, c: &Fp8Config) -> u64 {
+    tiles(p, c).div_ceil(dev.sm_count.max(1) as u64)
 }
 
 /// Whether the large rule takes the 192 x 192 tile of three consumers (`192x192md`, ledger row
@@ -1577,20 +1575,10 @@ pub const LARGE_THREE_CONSUMERS: bool = true;
 /// tiles of 36,864 against 9 of 32,768), not 8192^3 (15 against 16: 5.5 % more) nor 4096^3 or
 /// 12288^3; and where it is compiled, fits, and its pairs tile C whole.
 pub fn three_consumers_fill(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
-    let three = Fp8Config::three_consumers(192);
-    let wide = large_wide_tensor(false);
-    let sms = dev.sm_count.max(1) as u64;
-    let waves = |c: &Fp8Config| tiles(p, c).div_ceil(sms);
-    let outputs = |c: &Fp8Config| waves(c) * (c.bm * c.bn) as u64;
-    let compiled = configs(p.a, p.b, p.scale, p.promote)
-        .iter()
-        .any(|c| c.same_kernel(&three));
-    compiled
-        && !p.promote
-        && p.m.div_ceil(192).is_multiple_of(2)
-        && outputs(&three) <= outputs(&wide)
-        && waves(&three) < waves(&wide)
-        && dev.check_smem(three.smem_bytes()).is_ok()
+    let (three, wide) = (Fp8Config::three_consumers(192), large_wide_tensor(false));
+    !p.promote
+        && pair_tile_fills(p, dev, three, wide)
+        && waves_of(p, dev, &three) < waves_of(p, dev, &wide)
 }
 
 /// The tensor-scale 128 x 256 tile the large rule takes: its epilogue deferred (`256md`) with

@@ -159,12 +159,7 @@ impl Kiln {
                     DeviceBuffer::borrowed(pds, nds),
                 ]
             };
-            let bufs = nvfp4_gemv_pack::LayoutBuffers {
-                codes: &b[0],
-                scales: &b[1],
-                dst_codes: &b[2],
-                dst_scales: &b[3],
-            };
+            let bufs = nvfp4_gemv_pack::LayoutBuffers::of(&b);
             nvfp4_gemv_pack::to_gemv_layout(ctx, w.rows, 1, w.k, &bufs)
         })
     }

@@ -281,12 +281,7 @@ pub fn check_nvfp4_gemv_layout(
     check_device("out_scales", dst_scales.device, device)?;
     // SAFETY: never dereferenced: the check reads the sizes and addresses only.
     let b = unsafe { layout_buffers(w, dst, dst_scales) };
-    let bufs = nvfp4_gemv_pack::LayoutBuffers {
-        codes: &b[0],
-        scales: &b[1],
-        dst_codes: &b[2],
-        dst_scales: &b[3],
-    };
+    let bufs = nvfp4_gemv_pack::LayoutBuffers::of(&b);
     nvfp4_gemv_pack::check_gemv_layout(w.rows, w.k, &bufs)
 }
 
@@ -325,12 +320,7 @@ pub unsafe fn nvfp4_gemv_layout(
     k.run(Some(stream), &label, &label, |ctx, _, _| {
         // SAFETY: the caller vouches for the memory (this function's contract).
         let b = unsafe { layout_buffers(w, dst, dst_scales) };
-        let bufs = nvfp4_gemv_pack::LayoutBuffers {
-            codes: &b[0],
-            scales: &b[1],
-            dst_codes: &b[2],
-            dst_scales: &b[3],
-        };
+        let bufs = nvfp4_gemv_pack::LayoutBuffers::of(&b);
         nvfp4_gemv_pack::to_gemv_layout(ctx, w.rows, 1, w.k, &bufs)
     })
 }

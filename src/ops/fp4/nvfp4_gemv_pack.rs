@@ -27,6 +27,18 @@ pub struct LayoutBuffers<'a> {
     pub dst_scales: &'a DeviceBuffer,
 }
 
+impl<'a> LayoutBuffers<'a> {
+    /// The four buffers in their order: codes, scales, then the destinations of each.
+    pub fn of(b: &'a [DeviceBuffer; 4]) -> Self {
+        LayoutBuffers {
+            codes: &b[0],
+            scales: &b[1],
+            dst_codes: &b[2],
+            dst_scales: &b[3],
+        }
+    }
+}
+
 /// Checks that `b` holds the codes and scales of a [rows, K] NVFP4 matrix that the GEMV can read
 /// in its layout (K a multiple of 128), each buffer 16-byte aligned and the destinations apart
 /// from the sources (the layout moves bytes between rows).

@@ -570,26 +570,27 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_TILE",
         takes: || {
-            "`count-pair` (the 4-bit experts' tile of least estimated time from the rows' tile \
-             counts, split in K where it runs few tiles, on the stage paces timed under the wide \
-             tiles' EPI/XTILE pair), `count-cut` (count-pair, and the grouped GEMM's wide \
-             tiles cut in K where a launch has at most half as many as CTAs), `count-fit` \
-             (count-cut, and the grouped GEMM's wide tile of 128 to 256 tokens whose busiest CTA \
-             ends first), `count` (the same on the older paces), `rows` (the narrowest tile that holds \
+            "`count-fit` (the default: the 4-bit experts' tile of least estimated time from the \
+             rows' tile counts, split in K where it runs few tiles, on the stage paces timed under \
+             the wide tiles' EPI/XTILE pair; the grouped GEMM's wide tiles cut in K where a launch \
+             has at most half as many as CTAs, and its wide tile the one of 128 to 256 tokens \
+             whose busiest CTA ends first), `count-cut` (count-fit with the 256-token tile \
+             always), `count-pair` (count-cut without the GEMM's cut in K), `count` (count-pair \
+             on the older paces), `rows` (the narrowest tile that holds \
              the most rows an expert has), or one tile whatever the rows: `8`, `16`, `64`, \
              `wide` (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations) or the \
              grouped GEMM's wide tile of `128`, `160`, `192`, `224` or `256` tokens (`128` also \
              the SwiGLU's)"
                 .into()
         },
-        default: "count-pair",
+        default: "count-fit",
         set: |o, v| {
             put(
                 &mut o.moe.fp4_tile,
-                or(v, Fp4TileRule::CountPair, Fp4TileRule::parse),
+                or(v, Fp4TileRule::CountFit, Fp4TileRule::parse),
             )
         },
-        show: |o| (o.moe.fp4_tile != Fp4TileRule::CountPair).then(|| o.moe.fp4_tile.name()),
+        show: |o| (o.moe.fp4_tile != Fp4TileRule::CountFit).then(|| o.moe.fp4_tile.name()),
     },
     Knob {
         name: "KILN_FP4_XTILE",

@@ -326,12 +326,13 @@ pub struct MoeOverrides {
     /// 2026-11-30 (H200, two rounds: the 1,024-row decode's SwiGLU 2.45 -> 2.96-3.12x kiln's
     /// bf16, its down projection 1.63 -> 2.41x; ledger F70); 0 keeps the 16-token tile.
     pub fp4_narrow: bool,
-    /// `KILN_FP4_TILE` (`count`, `rows`, `8`, `16`, `64` or `wide`): how the 4-bit experts'
-    /// register path picks its tile ([`Fp4TileRule`]; docs/moe.md, ledger F71, F100). Default
-    /// `count` from 2026-11-30 (the tile of least estimated time, split in K where it runs few:
-    /// faster than `rows` in two rounds on an H200, 77 rows 0.78 -> 1.98-2.00x kiln's bf16, one
-    /// row 1.04 -> 2.15-2.20x, the decode pattern 1.02 -> 1.30-1.36x, 300 rows 0.65 ->
-    /// 0.94-0.97x); `rows` is the narrowest tile that holds the most rows an expert has.
+    /// `KILN_FP4_TILE` (`count-fit`, `count-cut`, `count-pair`, `count`, `rows` or one tile): how
+    /// the 4-bit experts' register path picks its tile ([`Fp4TileRule`]; docs/moe.md, ledger
+    /// F71, F100, F140, F181). Default `count-fit` from 2026-12-01 (won two rounds on an H200:
+    /// the grouped GEMM at 300 rows 0.79 -> 1.04x kiln's bf16, F181): the tile of least
+    /// estimated time from the rows' tile counts, split in K where it runs few, the grouped
+    /// GEMM's wide tile fitted to the launch; `rows` is the narrowest tile that holds the most
+    /// rows an expert has.
     pub fp4_tile: Fp4TileRule,
     /// `KILN_FP4_ORDER` (`experts`, `whole-first` or `auto`): the order in which the 4-bit
     /// experts' register path hands out its tiles of 64 to 256 tokens on launches of at most
@@ -458,7 +459,7 @@ impl MoeOverrides {
         fp4_balance: true,
         fp4_fill: false,
         fp4_narrow: true,
-        fp4_tile: Fp4TileRule::CountPair,
+        fp4_tile: Fp4TileRule::CountFit,
         fp4_order: Fp4Order::Auto,
         fp4_prefetch: 0,
         fp4_load_tma: false,

@@ -22,6 +22,11 @@ use crate::ops::moe::MoeProblem;
 /// is the form: two batches fit only up to 64 tokens, ledger F130).
 pub const GEMM_TOKENS: [u32; 5] = [128, 160, 192, 224, 256];
 
+/// The fitted tiles `kiln check` compiles (both formats): those `count-fit` takes at the
+/// measured counts (300 rows: 160 tokens, 200 rows: 128); 192 and 224 compile when a launch
+/// asks for them (the variant budget is spent).
+pub const COMPILED: [u32; 2] = [160, 128];
+
 /// Microseconds a CTA of a grouped GEMM wide tile spends on one 64-deep stage at wgmma width
 /// `w` (one batch in flight), beyond the launch's fixed part: the larger of a floor a stage
 /// whatever the width (the stage wait, the next stage's decode, the batch's issue and drain)

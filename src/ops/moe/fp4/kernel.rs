@@ -717,8 +717,9 @@ impl Fp4Experts {
     /// Every specialisation, for `kiln check`: both ops and formats with bf16 activations and
     /// every register-path tile but the single 8-token one, which bf16 runs paired
     /// (`KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for), the SwiGLU's
-    /// wide tiles cut in K as `KILN_FP4_TILE=count-pair` (the default) launches them where a
-    /// launch has few ([`dispatch::few_wide`]), and the SwiGLU's 128-token tile in the
+    /// wide tiles cut in K as `KILN_FP4_TILE=count-fit` (the default) launches them where a
+    /// launch has few ([`dispatch::few_wide`]), the grouped GEMM's tiles count-fit adds (those
+    /// of [`gemm_tile::COMPILED`] tokens, and the 256-token tile cut in K), and the SwiGLU's 128-token tile in the
     /// whole-first order as `KILN_FP4_ORDER=auto` (the default) launches it
     /// ([`order::auto_tile`]; never cut in K: auto takes no launch of one round). Not the
     /// SwiGLU's shared-memory tile, which runs only where `KILN_FP4_PATH=dq` forces it
@@ -746,6 +747,18 @@ impl Fp4Experts {
                     }
                     let wide = Self::spec(arch, DType::Bf16, f, true, Fp4Tile::prefill(true));
                     v.push(wide.define("KILN_FP4_ORDER", 1));
+                } else {
+                    for tt in gemm_tile::COMPILED {
+                        v.push(Self::spec(
+                            arch,
+                            DType::Bf16,
+                            f,
+                            false,
+                            Fp4Tile::gemm_wide(tt),
+                        ));
+                    }
+                    let wide = Self::spec(arch, DType::Bf16, f, false, Fp4Tile::prefill(false));
+                    v.push(wide.define("KILN_FP4_WSPLIT", 1));
                 }
             }
             for tile in &tiles[..3] {
@@ -1386,14 +1399,11 @@ mod tests {
             assert_eq!(t.tt, tt, "{p:?}");
             assert_eq!(dispatch::few_wide(&p, t, 132, true), cut, "{p:?}");
         }
-        // count-pair, the default, takes the 64-token tile there, whole
+        // count-pair takes the 64-token tile there, whole
+        let mut pair = MoeOverrides::NONE;
+        pair.fp4_tile = Fp4TileRule::CountPair;
         let p = g(&[300], 2048, 7168);
-        assert_eq!(
-            Fp4Experts::tile_with(&p, &MoeOverrides::NONE, 132)
-                .unwrap()
-                .tt,
-            64
-        );
+        assert_eq!(Fp4Experts::tile_with(&p, &pair, 132).unwrap().tt, 64);
     }
 
     /// `KILN_FP4_TILE=count-fit` and `128`-`224` (compiled when asked for): the grouped GEMM's
@@ -1675,9 +1685,9 @@ mod tests {
         crate::jit::testing::assert_compile_clean(&specs);
     }
 
-    /// `kiln check` lists the SwiGLU's wide tiles cut in K (`KILN_FP4_TILE=count` launches
-    /// them), not the GEMM's (count never cuts them), and the single 8-token tile with f16
-    /// activations only (bf16 runs it paired).
+    /// `kiln check` lists the wide tiles cut in K (`KILN_FP4_TILE=count-fit` launches them: the
+    /// SwiGLU's 64- and 128-token tiles, the GEMM's 256-token one), not the GEMM's decode tile
+    /// cut, and the single 8-token tile with f16 activations only (bf16 runs it paired).
     #[test]
     fn check_lists_what_count_launches() {
         let v = Fp4Experts::variants("sm_90a");
@@ -1686,7 +1696,8 @@ mod tests {
             for swiglu in [true, false] {
                 for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
                     let cut = spec(DType::Bf16, f, swiglu, tile).define("KILN_FP4_WSPLIT", 1);
-                    assert_eq!(v.contains(&cut), swiglu, "{tile:?}");
+                    let cuts = swiglu || tile.tt == 256;
+                    assert_eq!(v.contains(&cut), cuts, "{tile:?}");
                 }
                 let single = Fp4Tile::narrow(8, swiglu);
                 assert!(!v.contains(&spec(DType::Bf16, f, swiglu, single)));

@@ -719,7 +719,7 @@ impl Fp4Experts {
     /// (`KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for), the SwiGLU's
     /// wide tiles cut in K as `KILN_FP4_TILE=count-fit` (the default) launches them where a
     /// launch has few ([`dispatch::few_wide`]), the grouped GEMM's tiles count-fit adds (those
-    /// of [`gemm_tile::COMPILED`] tokens, and the 256-token tile cut in K), and the SwiGLU's 128-token tile in the
+    /// of [`gemm_tile::COMPILED`] tokens, those of [`gemm_tile::COMPILED_CUT`] cut in K), and the SwiGLU's 128-token tile in the
     /// whole-first order as `KILN_FP4_ORDER=auto` (the default) launches it
     /// ([`order::auto_tile`]; never cut in K: auto takes no launch of one round). Not the
     /// SwiGLU's shared-memory tile, which runs only where `KILN_FP4_PATH=dq` forces it
@@ -748,17 +748,10 @@ impl Fp4Experts {
                     let wide = Self::spec(arch, DType::Bf16, f, true, Fp4Tile::prefill(true));
                     v.push(wide.define("KILN_FP4_ORDER", 1));
                 } else {
-                    for tt in gemm_tile::COMPILED {
-                        v.push(Self::spec(
-                            arch,
-                            DType::Bf16,
-                            f,
-                            false,
-                            Fp4Tile::gemm_wide(tt),
-                        ));
-                    }
-                    let wide = Self::spec(arch, DType::Bf16, f, false, Fp4Tile::prefill(false));
-                    v.push(wide.define("KILN_FP4_WSPLIT", 1));
+                    let gemm = |tt| Self::spec(arch, DType::Bf16, f, false, Fp4Tile::gemm_wide(tt));
+                    v.extend(gemm_tile::COMPILED.map(gemm));
+                    let cut = |tt| gemm(tt).define("KILN_FP4_WSPLIT", 1);
+                    v.extend(gemm_tile::COMPILED_CUT.map(cut));
                 }
             }
             for tile in &tiles[..3] {
@@ -1425,6 +1418,17 @@ mod tests {
                 specs.push(Fp4Experts::spec("sm_90a", DType::Bf16, f, false, t));
             }
         }
+        // the 128-token tile cut in K, as count-fit launches it at 300 rows, N 2048
+        specs.push(
+            Fp4Experts::spec(
+                "sm_90a",
+                DType::Bf16,
+                Fp4Format::Nvfp4,
+                false,
+                Fp4Tile::gemm_wide(128),
+            )
+            .define("KILN_FP4_WSPLIT", 1),
+        );
         // the 256-token tile cut in K, as count-cut launches it at 200 rows, in MXFP4 too
         specs.push(
             Fp4Experts::spec(
@@ -1798,10 +1802,12 @@ mod tests {
                 "{d:?}"
             );
         }
-        // 2 ops x (2 formats x bf16 with 4 tiles and the paired 8-token tile, and NVFP4 f16
-        // with the 3 decode tiles), and the SwiGLU's 128-token tile in the whole-first order in
-        // both formats (the shared-memory tile's two compiled when asked for since F161)
-        assert_eq!(Fp4Experts::variants("sm_90a").len(), 28);
+        // 2 ops x (2 formats x bf16 with 3 tiles and the paired 8-token tile, and NVFP4 f16
+        // with the 3 decode tiles), and in both formats the SwiGLU's 64- and 128-token tiles cut
+        // in K and its 128-token tile in the whole-first order, the GEMM's 160- and 128-token
+        // tiles and its 256- and 128-token tiles cut in K (`count-fit`, F200; the shared-memory
+        // tile's two compiled when asked for since F161)
+        assert_eq!(Fp4Experts::variants("sm_90a").len(), 36);
         // two CTAs fit an SM: their blocks' shared memory
         for swiglu in [false, true] {
             let t = Fp4Tile::narrow(8, swiglu).paired(swiglu);
@@ -1865,6 +1871,9 @@ mod tests {
         let compiled = Fp4Experts::variants("sm_90a");
         let sw = |p: MoeProblem| p.with_swiglu(swiglu, true);
         let big = |c: &[usize]| MoeProblem::contiguous(c, 2048, 7168, DType::Bf16, DType::Bf16);
+        // the brief's grouped GEMM counts (N 7168, K 2048): count-fit's 128 and 160 tiles, the
+        // 256-token one whole at 1,024 rows and cut at 100
+        let gemm = |c: &[usize]| MoeProblem::contiguous(c, 7168, 2048, DType::Bf16, DType::Bf16);
         for p in [
             bf(&[3]),
             bf(&[12]),
@@ -1882,6 +1891,10 @@ mod tests {
             sw(big(&[0, 0, 77, 0])),
             sw(big(&[300])),
             sw(big(&[0, 1, 40, 64, 128, 3, 0, 100])),
+            gemm(&[200]),
+            gemm(&[300]),
+            gemm(&[1024]),
+            gemm(&[100]),
             sw(big(&[144, 145, 16, 272, 0, 130, 160, 161])),
         ] {
             let o = MoeOverrides::NONE;

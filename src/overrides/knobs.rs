@@ -882,9 +882,8 @@ pub(super) static KNOBS: &[Knob] = &[
              memory, wgmma's B, read by both consumers), `wide` (ss in tiles of 192 tokens, \
              three consumers; with KILN_W4A8_SX=tma only, at most 256 experts), `wide-lean` \
              (wide with each decoding thread's shared loads before its stores, its addresses \
-             kept across the K loop and seven operations a code word) or `wide-calc` (wide-lean \
-             with each block's e4m3 table computed from its offset instead of loaded; the \
-             SwiGLU's, the grouped GEMM runs wide): the form of the W4A8 experts' kernel"
+             kept across the K loop and seven operations a code word; the SwiGLU's, the grouped \
+             GEMM runs wide): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "auto",

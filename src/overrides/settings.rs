@@ -411,12 +411,12 @@ pub struct MoeOverrides {
     /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
-    /// `KILN_W4A8_FORM` (`auto`, `ss`, `wide`, `wide-lean` or `wide-calc`): the W4A8 experts with
+    /// `KILN_W4A8_FORM` (`auto`, `ss`, `wide` or `wide-lean`): the W4A8 experts with
     /// the decoded weights in shared memory as wgmma's B, read by two consumers of 64 tokens
     /// (`ss`) or in tiles of 192 tokens by three (`wide`, F60; `wide-lean` with each decoding
-    /// thread's loads first from addresses kept a tile, F122; `wide-calc`, wide-lean with the
-    /// blocks' e4m3 tables computed, F191). (The register forms `rs`, `rs-lanes`,
-    /// `rs-frags` and `wide-rs` lost every round: deleted 2026-12-01, F190.) Default
+    /// thread's loads first from addresses kept a tile, F122). (The register forms `rs`, `rs-lanes`,
+    /// `rs-frags` and `wide-rs` lost every round: deleted 2026-12-01, F190; `wide-calc`, the
+    /// blocks' e4m3 tables computed, lost two rounds: deleted 2026-12-01, F191, F201.) Default
     /// `auto`: `wide-lean` for the SwiGLU and `wide` for the grouped GEMM at prefill, where `wide`
     /// won two rounds (F60; the GEMM's F90, F120) and `wide-lean` two against `wide-first`, which
     /// had won two against `wide` (F91, F122, F150; `wide-first` deleted), `ss` at decode (F90).
@@ -527,9 +527,6 @@ pub enum W4a8Form {
     /// first store (F91's `wide-first`, deleted after this won two rounds against it), its
     /// addresses kept across the K loop and seven operations a code word (ledger F122, F150).
     WideLean,
-    /// `WideLean` with each 32-block's e4m3 table computed from its offset byte instead of
-    /// loaded from shared memory: one round of shared loads before the permutes (ledger F191).
-    WideCalc,
 }
 
 impl W4a8Form {
@@ -540,17 +537,15 @@ impl W4a8Form {
             W4a8Form::Ss => "ss",
             W4a8Form::Wide => "wide",
             W4a8Form::WideLean => "wide-lean",
-            W4a8Form::WideCalc => "wide-calc",
         }
     }
 
     /// Every value the knob takes.
-    pub const ALL: [W4a8Form; 5] = [
+    pub const ALL: [W4a8Form; 4] = [
         W4a8Form::Auto,
         W4a8Form::Ss,
         W4a8Form::Wide,
         W4a8Form::WideLean,
-        W4a8Form::WideCalc,
     ];
 }
 

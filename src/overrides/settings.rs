@@ -290,6 +290,14 @@ pub struct MoeOverrides {
     /// its mmas over (one chain: each mma waits for the one before; docs/fp4.md G17). Default 1
     /// until measured faster in two rounds.
     pub fp4_gemv_acc: u32,
+    /// `KILN_FP4_GEMV_REGS` (0 or 96): 96 holds the NVFP4 GEMV's lean ring (M 1) to 96
+    /// registers a thread (`__maxnreg__`; ptxas 107 -> 95, no spills) with the largest shared
+    /// memory carveout, so that an SM holds five 4-warp CTAs where it held four (registers and a
+    /// 164 KB carveout, ncu): a one-wave grid of four an SM (1x8192x8192, 512 CTAs)
+    /// leaves room for the next GEMV of a chain, launched as a programmatic dependent, to place
+    /// CTAs and ask for their first weight stages while this one runs (docs/fp4.md G70). 0, the
+    /// default, leaves the register count to the compiler within 128.
+    pub fp4_gemv_regs: u32,
     /// `KILN_FP4_GEMV_PDL` (0 or 1): the NVFP4 GEMV launched as a programmatic dependent of the
     /// kernel before it on the stream, releasing its own dependents as it starts: the lean ring
     /// (M 1) and the X ring (M 2-4) ask for their first weight stages before
@@ -454,6 +462,7 @@ impl MoeOverrides {
         fp4_pdl: false,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_gemv_acc: 1,
+        fp4_gemv_regs: 0,
         fp4_gemv_pdl: true,
         fp4_tail: 8,
         fp4_balance: true,

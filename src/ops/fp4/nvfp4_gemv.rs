@@ -124,11 +124,17 @@ impl GemvProblem {
     /// partial wave: 4x14336x4096 is 896 CTAs, 4 an SM at M 4 (528 at once: 1.7 waves), where
     /// 2-warp CTAs fit 8 an SM.
     pub fn lean_warps(&self, sms: u32) -> u32 {
+        self.lean_warps_at(sms, 112)
+    }
+
+    /// [`Self::lean_warps`] for the lean ring at `regs` registers a thread (112, or
+    /// [`LEAN_CAPPED_REGS`] under `KILN_FP4_GEMV_REGS`).
+    pub fn lean_warps_at(&self, sms: u32, regs: usize) -> u32 {
         let ctas = self.n.div_ceil(16) * self.batch;
         let resident = |w: u32| -> usize {
             let smem = (w * lean_warp_bytes(self.m) + 1024) as usize;
-            // at most 112 registers a thread (the kernel: 109, no spills), 64 warps an SM
-            let by_regs = 65536 / (w as usize * 32 * 112);
+            // at most `regs` registers a thread (the kernel: 107, no spills), 64 warps an SM
+            let by_regs = 65536 / (w as usize * 32 * regs);
             let by_warps = 64 / w as usize;
             (228 * 1024 / smem).min(by_regs).min(by_warps) * sms.max(1) as usize
         };
@@ -295,6 +301,20 @@ pub fn with_pdl(spec: KernelSpec) -> KernelSpec {
 pub fn with_chains(spec: KernelSpec, chains: u32) -> KernelSpec {
     if chains > 1 {
         spec.define("KILN_GEMV_ACC", chains)
+    } else {
+        spec
+    }
+}
+
+/// The lean ring's registers a thread under `KILN_FP4_GEMV_REGS=96` (the kernel's
+/// KILN_GEMV_MAXREG): five 4-warp CTAs an SM (G70).
+pub const LEAN_CAPPED_REGS: u32 = 96;
+
+/// `spec` (the lean ring's) held to `regs` registers a thread (`KILN_FP4_GEMV_REGS`; 0 is `spec`
+/// itself; compiled only when asked for).
+pub fn with_reg_cap(spec: KernelSpec, regs: u32) -> KernelSpec {
+    if regs > 0 {
+        spec.define("KILN_GEMV_MAXREG", regs)
     } else {
         spec
     }
@@ -580,11 +600,20 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     let sms = ctx.info.sm_count.max(1);
     // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
     let two = path == Fp4Gemv::Pack && p.two_tiles_pay(sms);
+    // KILN_FP4_GEMV_REGS=96: the lean ring (lean, and pack at M 1) held to 96 registers
+    let lean = matches!(path, Fp4Gemv::Lean) || (path == Fp4Gemv::Pack && p.m == 1);
+    let cap = if lean {
+        ctx.overrides.moe.fp4_gemv_regs
+    } else {
+        0
+    };
+    let lean_regs = if cap > 0 { cap as usize } else { 112 };
     let warps = match path {
-        Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
+        Fp4Gemv::Lean => p.lean_warps_at(sms, lean_regs),
+        Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
         Fp4Gemv::Pack if two => p.xswz2_warps(sms),
-        Fp4Gemv::Pack if p.m == 1 => p.lean_warps(sms),
+        Fp4Gemv::Pack if p.m == 1 => p.lean_warps_at(sms, lean_regs),
         Fp4Gemv::Pack => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
@@ -595,7 +624,12 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     let pdl = ctx.overrides.moe.fp4_gemv_pdl;
     let spec = if pdl { with_pdl(spec) } else { spec };
     let spec = with_chains(spec, ctx.overrides.moe.fp4_gemv_acc);
+    let spec = with_reg_cap(spec, cap);
     let f = ctx.function(&spec)?;
+    if cap > 0 {
+        // the fifth CTA's shared memory (the driver's carveout fits four otherwise)
+        f.prefer_max_shared()?;
+    }
     let mut args = GemvArgs {
         x: ops.x.ptr(),
         w: ops.w.codes.ptr(),
@@ -1039,6 +1073,35 @@ mod tests {
             GemvProblem::new(1, 2048, 8192, DType::Bf16).lean_warps(132),
             16
         );
+    }
+
+    /// `KILN_FP4_GEMV_REGS=96` (compiled only when asked for): the lean ring held to 96
+    /// registers compiles without spills, in its pack (M 1) and standard forms, and a fifth
+    /// 4-warp CTA then fits an SM (registers and shared memory) beside a one-wave grid's four;
+    /// the warps a CTA stay the uncapped rule's at the issue's shapes.
+    #[test]
+    fn the_capped_lean_ring_fits_five_ctas_an_sm() {
+        let regs = LEAN_CAPPED_REGS as usize;
+        let per_cta = (4 * lean_warp_bytes(1) + 1024) as usize;
+        assert!(5 * 4 * 32 * regs <= 65536 && 5 * per_cta <= 228 * 1024);
+        assert!(5 * 4 * 32 * 112 > 65536);
+        for (n, k) in [(8192, 8192), (14336, 4096), (16384, 16384), (2048, 8192)] {
+            let p = GemvProblem::new(1, n, k, DType::Bf16);
+            assert_eq!(p.lean_warps_at(132, regs), p.lean_warps(132), "{n}x{k}");
+        }
+        assert_eq!(with_reg_cap(spec_lean("sm_90a"), 0), spec_lean("sm_90a"));
+        if crate::jit::testing::nvrtc_here() {
+            let specs = [
+                with_reg_cap(with_pdl(spec_pack("sm_90a", 1)), LEAN_CAPPED_REGS),
+                with_reg_cap(with_pdl(spec_lean("sm_90a")), LEAN_CAPPED_REGS),
+            ];
+            crate::jit::testing::assert_compile_clean(&specs);
+            let jit = crate::jit::Jit::default();
+            for s in &specs {
+                let r = jit.compile(s).unwrap().resources.registers;
+                assert!(r <= LEAN_CAPPED_REGS, "{}: {r} registers", s.label());
+            }
+        }
     }
 
     /// The X ring on the CPU: `issue_xring`'s copies of a step (the fast path from each lane's

@@ -393,15 +393,24 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_GEMV_ACC",
         takes: || {
-            "1, 2 or 4: the NVFP4 GEMV's accumulator chains a warp (its mmas spread over them)"
+            "`auto` (4 on the GEMV layout at M 1, 1 elsewhere), 1, 2 or 4: the NVFP4 GEMV's \
+             accumulator chains a warp (its mmas spread over them)"
                 .into()
         },
         default: "1",
         set: |o, v| {
-            let chains = |v: &str| number(v, 1, 4).filter(|n| n.is_power_of_two());
+            let chains = |v: &str| match v {
+                "auto" => Some(0),
+                _ => number(v, 1, 4).filter(|n| n.is_power_of_two()),
+            };
             put(&mut o.moe.fp4_gemv_acc, or(v, 1, chains))
         },
-        show: |o| unless(o.moe.fp4_gemv_acc, 1, |n| n.to_string()),
+        show: |o| {
+            unless(o.moe.fp4_gemv_acc, 1, |n| match n {
+                0 => "auto".into(),
+                n => n.to_string(),
+            })
+        },
     },
     Knob {
         name: "KILN_FP4_GEMV_PDL",

@@ -286,12 +286,15 @@ pub struct MoeOverrides {
     /// 2026-11-30, wide above; docs/fp4.md G5, G6, G18); K not a multiple of 128 runs the
     /// register path.
     pub fp4_gemv: Fp4Gemv,
-    /// `KILN_FP4_GEMV_ACC` (1, 2 or 4): the accumulator chains a warp of the NVFP4 GEMV spreads
-    /// its mmas over (one chain: each mma waits for the one before; docs/fp4.md G17). Default 1
-    /// until measured faster in two rounds.
+    /// `KILN_FP4_GEMV_ACC` (`auto`, 1, 2 or 4; 0 is `auto`): the accumulator chains a warp of the
+    /// NVFP4 GEMV spreads its mmas over (one chain: each mma waits for the one before;
+    /// docs/fp4.md G17). `auto`: 4 on the GEMV layout at M 1 (pack's lean ring: -2 to -3 % at
+    /// 1x8192x8192 chained in the early call of 2026-12-01, G71), 1 elsewhere. Default 1 until
+    /// `auto` wins a second round.
     pub fp4_gemv_acc: u32,
     /// `KILN_FP4_GEMV_REGS` (0 or 96): 96 holds the NVFP4 GEMV's lean ring (M 1) to 96
-    /// registers a thread (`__maxnreg__`; ptxas 107 -> 95, no spills) with the largest shared
+    /// registers a thread (`__launch_bounds__(128, 5)` where its CTAs have at most 4 warps;
+    /// ptxas 107 -> 89, 96 with four accumulator chains, no spills) with the largest shared
     /// memory carveout, so that an SM holds five 4-warp CTAs where it held four (registers and a
     /// 164 KB carveout, ncu): a one-wave grid of four an SM (1x8192x8192, 512 CTAs)
     /// leaves room for the next GEMV of a chain, launched as a programmatic dependent, to place

@@ -307,18 +307,36 @@ pub fn with_chains(spec: KernelSpec, chains: u32) -> KernelSpec {
 }
 
 /// The lean ring's registers a thread under `KILN_FP4_GEMV_REGS=96` (the kernel's
-/// KILN_GEMV_MAXREG): five 4-warp CTAs an SM (G70).
+/// KILN_GEMV_FIVE, `__launch_bounds__(128, 5)`): five CTAs of at most [`CAPPED_MAX_WARPS`] an SM
+/// (G70).
 pub const LEAN_CAPPED_REGS: u32 = 96;
 
-/// `spec` (the lean ring's) held to `regs` registers a thread (`KILN_FP4_GEMV_REGS`; 0 is `spec`
-/// itself; compiled only when asked for).
+/// The most warps a CTA of the capped lean ring (its launch bounds' 128 threads).
+pub const CAPPED_MAX_WARPS: u32 = 4;
+
+/// `spec` (the lean ring's) held to `regs` registers a thread (`KILN_FP4_GEMV_REGS`: 0 is `spec`
+/// itself, [`LEAN_CAPPED_REGS`] its five-CTA form; compiled only when asked for).
 pub fn with_reg_cap(spec: KernelSpec, regs: u32) -> KernelSpec {
     if regs > 0 {
-        spec.define("KILN_GEMV_MAXREG", regs)
+        spec.define("KILN_GEMV_FIVE", 1)
     } else {
         spec
     }
 }
+
+/// `KILN_FP4_GEMV_ACC=auto`'s accumulator chains for `path` at M `m`: 4 for the pack path at
+/// M 1 (its lean ring on the GEMV layout; G71: -2 to -3 % at 1x8192x8192 chained, two rounds;
+/// 96 registers under `KILN_FP4_GEMV_REGS=96`, no spills), 1 elsewhere.
+pub fn auto_chains(path: Fp4Gemv, m: usize) -> u32 {
+    if path == Fp4Gemv::Pack && m == 1 {
+        PACK_M1_CHAINS
+    } else {
+        1
+    }
+}
+
+/// The accumulator chains of the pack path's lean ring at M 1 by default (G71).
+pub const PACK_M1_CHAINS: u32 = 4;
 
 pub fn lean_warp_bytes(m: usize) -> u32 {
     LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
@@ -411,8 +429,8 @@ pub fn xstage_chunk(c: usize) -> usize {
 /// register path (K off the 128s), wide ring (M 9-16; 5-8 until G18), lean ring (M 1) and
 /// swizzled X ring (M 2-8), and the pack path on codes in the GEMV layout (lean at M 1, xswz at M 2-8 and 9-16,
 /// the two-tile X ring at M 2-8 where a warp's share of K is long), each as a programmatic
-/// dependent. The overrides' paths, and these launched plainly
-/// (`KILN_FP4_GEMV_PDL=0`), compile when asked for (the variant budget).
+/// dependent. The overrides' paths, and these launched plainly (`KILN_FP4_GEMV_PDL=0`),
+/// compile when asked for (the variant budget).
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     [
         spec(arch, 1),
@@ -600,13 +618,12 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     let sms = ctx.info.sm_count.max(1);
     // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
     let two = path == Fp4Gemv::Pack && p.two_tiles_pay(sms);
-    // KILN_FP4_GEMV_REGS=96: the lean ring (lean, and pack at M 1) held to 96 registers
+    // KILN_FP4_GEMV_REGS=96: the lean ring (lean, and pack at M 1) held to 96 registers, where
+    // its CTAs have at most 4 warps (the capped kernel's launch bounds)
     let lean = matches!(path, Fp4Gemv::Lean) || (path == Fp4Gemv::Pack && p.m == 1);
-    let cap = if lean {
-        ctx.overrides.moe.fp4_gemv_regs
-    } else {
-        0
-    };
+    let asked = ctx.overrides.moe.fp4_gemv_regs;
+    let fits = p.lean_warps_at(sms, LEAN_CAPPED_REGS as usize) <= CAPPED_MAX_WARPS;
+    let cap = if lean && fits { asked } else { 0 };
     let lean_regs = if cap > 0 { cap as usize } else { 112 };
     let warps = match path {
         Fp4Gemv::Lean => p.lean_warps_at(sms, lean_regs),
@@ -623,7 +640,11 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps, two);
     let pdl = ctx.overrides.moe.fp4_gemv_pdl;
     let spec = if pdl { with_pdl(spec) } else { spec };
-    let spec = with_chains(spec, ctx.overrides.moe.fp4_gemv_acc);
+    let chains = match ctx.overrides.moe.fp4_gemv_acc {
+        0 => auto_chains(path, p.m),
+        c => c,
+    };
+    let spec = with_chains(spec, chains);
     let spec = with_reg_cap(spec, cap);
     let f = ctx.function(&spec)?;
     if cap > 0 {
@@ -1076,23 +1097,34 @@ mod tests {
     }
 
     /// `KILN_FP4_GEMV_REGS=96` (compiled only when asked for): the lean ring held to 96
-    /// registers compiles without spills, in its pack (M 1) and standard forms, and a fifth
-    /// 4-warp CTA then fits an SM (registers and shared memory) beside a one-wave grid's four;
-    /// the warps a CTA stay the uncapped rule's at the shapes.
+    /// registers compiles without spills, in its pack (M 1, one and four accumulator chains)
+    /// and standard forms, and a fifth 4-warp CTA then fits an SM (registers and shared memory)
+    /// beside a one-wave grid's four; the warps a CTA stay the uncapped rule's.
     #[test]
     fn the_capped_lean_ring_fits_five_ctas_an_sm() {
         let regs = LEAN_CAPPED_REGS as usize;
         let per_cta = (4 * lean_warp_bytes(1) + 1024) as usize;
         assert!(5 * 4 * 32 * regs <= 65536 && 5 * per_cta <= 228 * 1024);
         assert!(5 * 4 * 32 * 112 > 65536);
-        for (n, k) in [(8192, 8192), (14336, 4096), (16384, 16384), (2048, 8192)] {
+        // the shapes keep their warps and take the cap (CTAs of 4 and 2 warps); a small
+        // N's 16-warp CTAs exceed the capped kernel's launch bounds and run uncapped
+        for (n, k, capped) in [
+            (8192, 8192, true),
+            (14336, 4096, true),
+            (16384, 16384, true),
+            (2048, 8192, false),
+        ] {
             let p = GemvProblem::new(1, n, k, DType::Bf16);
-            assert_eq!(p.lean_warps_at(132, regs), p.lean_warps(132), "{n}x{k}");
+            let w = p.lean_warps_at(132, regs);
+            assert_eq!(w, p.lean_warps(132), "{n}x{k}");
+            assert_eq!(w <= CAPPED_MAX_WARPS, capped, "{n}x{k}");
         }
         assert_eq!(with_reg_cap(spec_lean("sm_90a"), 0), spec_lean("sm_90a"));
         if crate::jit::testing::nvrtc_here() {
+            let m1 = with_pdl(spec_pack("sm_90a", 1));
             let specs = [
-                with_reg_cap(with_pdl(spec_pack("sm_90a", 1)), LEAN_CAPPED_REGS),
+                with_reg_cap(m1.clone(), LEAN_CAPPED_REGS),
+                with_reg_cap(with_chains(m1, PACK_M1_CHAINS), LEAN_CAPPED_REGS),
                 with_reg_cap(with_pdl(spec_lean("sm_90a")), LEAN_CAPPED_REGS),
             ];
             crate::jit::testing::assert_compile_clean(&specs);
@@ -1562,6 +1594,21 @@ mod tests {
                     .sum();
                 assert_eq!(got, want, "row {r}, column {c}");
             }
+        }
+    }
+
+    /// `KILN_FP4_GEMV_ACC=auto`: four chains on the pack path at M 1 only (G71), one
+    /// everywhere else; the four-chain form compiles clean (only when asked for until it is the
+    /// default).
+    #[test]
+    fn auto_chains_are_four_on_the_gemv_layout_at_m_1() {
+        assert_eq!(auto_chains(Fp4Gemv::Pack, 1), PACK_M1_CHAINS);
+        for (path, m) in [(Fp4Gemv::Pack, 4), (Fp4Gemv::Lean, 1), (Fp4Gemv::Xswz, 1)] {
+            assert_eq!(auto_chains(path, m), 1, "{path:?} M {m}");
+        }
+        if crate::jit::testing::nvrtc_here() {
+            let m1 = with_chains(with_pdl(spec_pack("sm_90a", 1)), PACK_M1_CHAINS);
+            crate::jit::testing::assert_compile_clean(&[m1]);
         }
     }
 

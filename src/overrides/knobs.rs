@@ -397,20 +397,15 @@ pub(super) static KNOBS: &[Knob] = &[
              accumulator chains a warp (its mmas spread over them)"
                 .into()
         },
-        default: "1",
+        default: "auto",
         set: |o, v| {
             let chains = |v: &str| match v {
                 "auto" => Some(0),
                 _ => number(v, 1, 4).filter(|n| n.is_power_of_two()),
             };
-            put(&mut o.moe.fp4_gemv_acc, or(v, 1, chains))
+            put(&mut o.moe.fp4_gemv_acc, or(v, 0, chains))
         },
-        show: |o| {
-            unless(o.moe.fp4_gemv_acc, 1, |n| match n {
-                0 => "auto".into(),
-                n => n.to_string(),
-            })
-        },
+        show: |o| unless(o.moe.fp4_gemv_acc, 0, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP4_GEMV_PDL",

@@ -288,9 +288,9 @@ pub struct MoeOverrides {
     pub fp4_gemv: Fp4Gemv,
     /// `KILN_FP4_GEMV_ACC` (`auto`, 1, 2 or 4; 0 is `auto`): the accumulator chains a warp of the
     /// NVFP4 GEMV spreads its mmas over (one chain: each mma waits for the one before;
-    /// docs/fp4.md G17). `auto`: 4 on the GEMV layout at M 1 (pack's lean ring: -2 to -3 % at
-    /// 1x8192x8192 chained in the early call of 2026-12-01, G71), 1 elsewhere. Default 1 until
-    /// `auto` wins a second round.
+    /// docs/fp4.md G17). Default `auto` from 2026-12-01: 4 on the GEMV layout at M 1 (pack's
+    /// lean ring: -2 to -3 % at 1x8192x8192 chained in two rounds on an H200, 2.49 -> 2.55x
+    /// cuBLAS bf16, G71), 1 elsewhere.
     pub fp4_gemv_acc: u32,
     /// `KILN_FP4_GEMV_REGS` (0 or 96): 96 holds the NVFP4 GEMV's lean ring (M 1) to 96
     /// registers a thread (`__launch_bounds__(128, 5)` where its CTAs have at most 4 warps;
@@ -464,7 +464,7 @@ impl MoeOverrides {
         fp4_mma_sync: false,
         fp4_pdl: false,
         fp4_gemv: Fp4Gemv::Auto,
-        fp4_gemv_acc: 1,
+        fp4_gemv_acc: 0,
         fp4_gemv_regs: 0,
         fp4_gemv_pdl: true,
         fp4_tail: 8,

@@ -429,8 +429,9 @@ pub fn xstage_chunk(c: usize) -> usize {
 /// register path (K off the 128s), wide ring (M 9-16; 5-8 until G18), lean ring (M 1) and
 /// swizzled X ring (M 2-8), and the pack path on codes in the GEMV layout (lean at M 1, xswz at M 2-8 and 9-16,
 /// the two-tile X ring at M 2-8 where a warp's share of K is long), each as a programmatic
-/// dependent. The overrides' paths, and these launched plainly (`KILN_FP4_GEMV_PDL=0`),
-/// compile when asked for (the variant budget).
+/// dependent, pack's lean ring at M 1 with its four accumulator chains (G71). The overrides'
+/// paths, and these launched plainly (`KILN_FP4_GEMV_PDL=0`), compile when asked for (the
+/// variant budget).
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     [
         spec(arch, 1),
@@ -445,7 +446,16 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         spec_pack2(arch, 4),
     ]
     .into_iter()
-    .map(with_pdl)
+    .map(|s| {
+        // the pack path at M 1 with its accumulator chains (G71), as `launch_on` builds it
+        let m1 = s == spec_pack(arch, 1);
+        let s = with_pdl(s);
+        if m1 {
+            with_chains(s, PACK_M1_CHAINS)
+        } else {
+            s
+        }
+    })
     .collect()
 }
 
@@ -1597,19 +1607,20 @@ mod tests {
         }
     }
 
-    /// `KILN_FP4_GEMV_ACC=auto`: four chains on the pack path at M 1 only (G71), one
-    /// everywhere else; the four-chain form compiles clean (only when asked for until it is the
-    /// default).
+    /// `KILN_FP4_GEMV_ACC=auto` (the default): four chains on the pack path at M 1 only (G71),
+    /// one everywhere else, and `kiln check` compiles that form in place of the one-chain one
+    /// (the same ten variants).
     #[test]
     fn auto_chains_are_four_on_the_gemv_layout_at_m_1() {
         assert_eq!(auto_chains(Fp4Gemv::Pack, 1), PACK_M1_CHAINS);
         for (path, m) in [(Fp4Gemv::Pack, 4), (Fp4Gemv::Lean, 1), (Fp4Gemv::Xswz, 1)] {
             assert_eq!(auto_chains(path, m), 1, "{path:?} M {m}");
         }
-        if crate::jit::testing::nvrtc_here() {
-            let m1 = with_chains(with_pdl(spec_pack("sm_90a", 1)), PACK_M1_CHAINS);
-            crate::jit::testing::assert_compile_clean(&[m1]);
-        }
+        let v = variants("sm_90a");
+        let m1 = with_pdl(spec_pack("sm_90a", 1));
+        assert!(v.contains(&with_chains(m1.clone(), PACK_M1_CHAINS)));
+        assert!(!v.contains(&m1));
+        assert_eq!(v.len(), 10);
     }
 
     #[test]

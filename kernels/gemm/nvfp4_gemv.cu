@@ -115,17 +115,6 @@
 // latencies (`wait`, 22 % of the samples of lean at M 1, G12); two chains halve that path for
 // 4 (NF 1) or 8 registers more. Sums in another order: the same bound (fp32, K terms).
 //
-// KILN_GEMV_FIVE = 1 with 3 (`KILN_FP4_GEMV_REGS=96`): the lean ring compiled for CTAs of at most
-// 4 warps, five an SM (`__launch_bounds__(128, 5)`: at most 96 registers a thread; ptxas 107 -> 89
-// at M 1 on the GEMV layout, 96 with four accumulator chains, no spills; `__maxnreg__(96)` gave
-// 95 and spilled four chains). A chain of GEMVs launched as
-// programmatic dependents overlaps only where the next one's CTAs fit beside this one's: at 107
-// registers four 4-warp CTAs fill an SM's registers, and a one-wave grid of four an SM
-// (1x8192x8192: 512 CTAs) leaves no room until its CTAs end, so the next GEMV's first weight
-// requests wait for the whole drain. At 96 a fifth fits (registers 5 x 12 K, shared memory
-// 5 x 42 KB under the largest carveout, which the host asks for: the driver's own fits four),
-// and the next GEMV's CTAs are placed and ask for their first stages while this one runs.
-//
 // KILN_GEMV_TILES = 2 with KILN_GEMV_XSWZ (`KILN_FP4_GEMV=xswz2`, and `pack2` on the GEMV
 // layout; M up to 8): the swizzled X ring with 32 rows of W a CTA, two 16-row tiles a warp step
 // sharing the step's X. At M 4 the X ring copies as many bytes of X a step (M x 256) as of
@@ -193,9 +182,6 @@
 #endif
 #if !defined(KILN_GEMV_TILES)
 #define KILN_GEMV_TILES 1
-#endif
-#if !defined(KILN_GEMV_FIVE)
-#define KILN_GEMV_FIVE 0
 #endif
 constexpr int MAX_WARPS = 16, NF = KILN_GEMV_NF;
 // accumulator chains a warp (KILN_GEMV_ACC): a step's mma i goes into chain i % NACC
@@ -1153,13 +1139,7 @@ __device__ __forceinline__ void xstage_kloop(Acc& acc, const GemvArgs& a, const 
 
 // At most 128 registers a thread: four 128-thread CTAs, or one of 512, fill an SM's 64 K. The X
 // ring (and xstage): at most 80 (two CTAs of 384 threads an SM), so that ~24 warps an SM fit.
-// KILN_GEMV_FIVE (`KILN_FP4_GEMV_REGS=96`, the lean ring): CTAs of at most 4 warps, five an SM
-// (at most 96 registers), so that a fifth fits beside a one-wave grid's four (the next GEMV of a
-// chain, G70).
-#if KILN_GEMV_FIVE == 1
-static_assert(kLean, "five CTAs an SM is the lean ring's");
-#define GEMV_BOUNDS __launch_bounds__(128, 5)
-#elif KILN_GEMV_ASYNC == 4 || KILN_GEMV_ASYNC == 5
+#if KILN_GEMV_ASYNC == 4 || KILN_GEMV_ASYNC == 5
 #define GEMV_BOUNDS __launch_bounds__(XR_MAX_WARPS * 32, 2)
 #else
 #define GEMV_BOUNDS __launch_bounds__(MAX_WARPS * 32, 1)

@@ -51,27 +51,6 @@ impl Function {
         Ok(Function { raw })
     }
 
-    /// Asks that an SM's unified L1 / shared memory give shared memory all it can (the carveout
-    /// at 100 %) where this kernel runs. Without it the driver sizes the carveout for the CTAs
-    /// the kernel's own limits allow (ncu, H200: the GEMV's lean ring at four CTAs an SM got a
-    /// 164 KB carveout), which leaves no room for a dependent launch's CTAs beside them.
-    pub fn prefer_max_shared(&self) -> Result<()> {
-        // SAFETY: `raw` is a function of a live module; the attribute takes a percentage.
-        unsafe {
-            result::function::set_function_attribute(
-                self.raw,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                100,
-            )
-        }
-        .map_err(|e| {
-            Error::cuda(
-                "asking for the largest shared memory carveout",
-                format!("{e:?}"),
-            )
-        })
-    }
-
     /// Launches with `params` (one pointer per kernel parameter, pointing at its value).
     ///
     /// # Safety

@@ -415,21 +415,6 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_gemv_pdl, true, bit),
     },
     Knob {
-        name: "KILN_FP4_GEMV_REGS",
-        takes: || {
-            "0 or 96 (96: the NVFP4 GEMV's lean ring, M 1, held to 96 registers a thread, so that \
-             an SM holds a fifth 4-warp CTA: the next GEMV of a chain places CTAs and asks for \
-             their weights while this one runs)"
-                .into()
-        },
-        default: "0",
-        set: |o, v| {
-            let cap = |v: &str| number(v, 0, 96).filter(|&n| n == 0 || n == 96);
-            put(&mut o.moe.fp4_gemv_regs, or(v, 0, cap))
-        },
-        show: |o| unless(o.moe.fp4_gemv_regs, 0, |n| n.to_string()),
-    },
-    Knob {
         name: "KILN_FP4_LOAD",
         takes: || {
             "`bulk` (one bulk copy an atom) or `tma` (a TMA box of a map over the weights, 256-byte \

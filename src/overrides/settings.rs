@@ -292,15 +292,6 @@ pub struct MoeOverrides {
     /// lean ring: -2 to -3 % at 1x8192x8192 chained in two rounds on an H200, 2.49 -> 2.55x
     /// cuBLAS bf16, G71), 1 elsewhere.
     pub fp4_gemv_acc: u32,
-    /// `KILN_FP4_GEMV_REGS` (0 or 96): 96 holds the NVFP4 GEMV's lean ring (M 1) to 96
-    /// registers a thread (`__launch_bounds__(128, 5)` where its CTAs have at most 4 warps;
-    /// ptxas 107 -> 89, 96 with four accumulator chains, no spills) with the largest shared
-    /// memory carveout, so that an SM holds five 4-warp CTAs where it held four (registers and a
-    /// 164 KB carveout, ncu): a one-wave grid of four an SM (1x8192x8192, 512 CTAs)
-    /// leaves room for the next GEMV of a chain, launched as a programmatic dependent, to place
-    /// CTAs and ask for their first weight stages while this one runs (docs/fp4.md G70). 0, the
-    /// default, leaves the register count to the compiler within 128.
-    pub fp4_gemv_regs: u32,
     /// `KILN_FP4_GEMV_PDL` (0 or 1): the NVFP4 GEMV launched as a programmatic dependent of the
     /// kernel before it on the stream, releasing its own dependents as it starts: the lean ring
     /// (M 1) and the X ring (M 2-4) ask for their first weight stages before
@@ -465,7 +456,6 @@ impl MoeOverrides {
         fp4_pdl: false,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_gemv_acc: 0,
-        fp4_gemv_regs: 0,
         fp4_gemv_pdl: true,
         fp4_tail: 8,
         fp4_balance: true,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 87 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (87, 14));
+    // 86 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (86, 14));
 }
 
 #[test]
@@ -105,7 +105,6 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_GEMV", "async"),
         ("KILN_FP4_GEMV_ACC", "2"),
         ("KILN_FP4_GEMV_PDL", "0"),
-        ("KILN_FP4_GEMV_REGS", "96"),
         ("KILN_FP4_LOAD", "tma"),
         ("KILN_FP4_MMA", "sync"),
         ("KILN_FP4_NARROW", "0"),

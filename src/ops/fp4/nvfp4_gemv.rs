@@ -124,17 +124,11 @@ impl GemvProblem {
     /// partial wave: 4x14336x4096 is 896 CTAs, 4 an SM at M 4 (528 at once: 1.7 waves), where
     /// 2-warp CTAs fit 8 an SM.
     pub fn lean_warps(&self, sms: u32) -> u32 {
-        self.lean_warps_at(sms, 112)
-    }
-
-    /// [`Self::lean_warps`] for the lean ring at `regs` registers a thread (112, or
-    /// [`LEAN_CAPPED_REGS`] under `KILN_FP4_GEMV_REGS`).
-    pub fn lean_warps_at(&self, sms: u32, regs: usize) -> u32 {
         let ctas = self.n.div_ceil(16) * self.batch;
         let resident = |w: u32| -> usize {
             let smem = (w * lean_warp_bytes(self.m) + 1024) as usize;
-            // at most `regs` registers a thread (the kernel: 107, no spills), 64 warps an SM
-            let by_regs = 65536 / (w as usize * 32 * regs);
+            // at most 112 registers a thread (the kernel: 107, no spills), 64 warps an SM
+            let by_regs = 65536 / (w as usize * 32 * 112);
             let by_warps = 64 / w as usize;
             (228 * 1024 / smem).min(by_regs).min(by_warps) * sms.max(1) as usize
         };
@@ -306,27 +300,9 @@ pub fn with_chains(spec: KernelSpec, chains: u32) -> KernelSpec {
     }
 }
 
-/// The lean ring's registers a thread under `KILN_FP4_GEMV_REGS=96` (the kernel's
-/// KILN_GEMV_FIVE, `__launch_bounds__(128, 5)`): five CTAs of at most [`CAPPED_MAX_WARPS`] an SM
-/// (G70).
-pub const LEAN_CAPPED_REGS: u32 = 96;
-
-/// The most warps a CTA of the capped lean ring (its launch bounds' 128 threads).
-pub const CAPPED_MAX_WARPS: u32 = 4;
-
-/// `spec` (the lean ring's) held to `regs` registers a thread (`KILN_FP4_GEMV_REGS`: 0 is `spec`
-/// itself, [`LEAN_CAPPED_REGS`] its five-CTA form; compiled only when asked for).
-pub fn with_reg_cap(spec: KernelSpec, regs: u32) -> KernelSpec {
-    if regs > 0 {
-        spec.define("KILN_GEMV_FIVE", 1)
-    } else {
-        spec
-    }
-}
-
 /// `KILN_FP4_GEMV_ACC=auto`'s accumulator chains for `path` at M `m`: 4 for the pack path at
-/// M 1 (its lean ring on the GEMV layout; G71: -2 to -3 % at 1x8192x8192 chained, two rounds;
-/// 96 registers under `KILN_FP4_GEMV_REGS=96`, no spills), 1 elsewhere.
+/// M 1 (its lean ring on the GEMV layout, 127 registers; G71: -2 to -3 % at 1x8192x8192
+/// chained in three looks), 1 elsewhere.
 pub fn auto_chains(path: Fp4Gemv, m: usize) -> u32 {
     if path == Fp4Gemv::Pack && m == 1 {
         PACK_M1_CHAINS
@@ -628,19 +604,11 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     let sms = ctx.info.sm_count.max(1);
     // pack: the two-tile X ring where a warp's share of K is long (G19, G20)
     let two = path == Fp4Gemv::Pack && p.two_tiles_pay(sms);
-    // KILN_FP4_GEMV_REGS=96: the lean ring (lean, and pack at M 1) held to 96 registers, where
-    // its CTAs have at most 4 warps (the capped kernel's launch bounds)
-    let lean = matches!(path, Fp4Gemv::Lean) || (path == Fp4Gemv::Pack && p.m == 1);
-    let asked = ctx.overrides.moe.fp4_gemv_regs;
-    let fits = p.lean_warps_at(sms, LEAN_CAPPED_REGS as usize) <= CAPPED_MAX_WARPS;
-    let cap = if lean && fits { asked } else { 0 };
-    let lean_regs = if cap > 0 { cap as usize } else { 112 };
     let warps = match path {
-        Fp4Gemv::Lean => p.lean_warps_at(sms, lean_regs),
-        Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
+        Fp4Gemv::Lean | Fp4Gemv::Leanx | Fp4Gemv::Lean1 => p.lean_warps(sms),
         Fp4Gemv::Xswz2 => p.xswz2_warps(sms),
         Fp4Gemv::Pack if two => p.xswz2_warps(sms),
-        Fp4Gemv::Pack if p.m == 1 => p.lean_warps_at(sms, lean_regs),
+        Fp4Gemv::Pack if p.m == 1 => p.lean_warps(sms),
         Fp4Gemv::Pack => p.xswz_warps(sms),
         Fp4Gemv::Xring => p.xring_warps(sms),
         Fp4Gemv::Xswz => p.xswz_warps(sms),
@@ -655,12 +623,7 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
         c => c,
     };
     let spec = with_chains(spec, chains);
-    let spec = with_reg_cap(spec, cap);
     let f = ctx.function(&spec)?;
-    if cap > 0 {
-        // the fifth CTA's shared memory (the driver's carveout fits four otherwise)
-        f.prefer_max_shared()?;
-    }
     let mut args = GemvArgs {
         x: ops.x.ptr(),
         w: ops.w.codes.ptr(),
@@ -1104,46 +1067,6 @@ mod tests {
             GemvProblem::new(1, 2048, 8192, DType::Bf16).lean_warps(132),
             16
         );
-    }
-
-    /// `KILN_FP4_GEMV_REGS=96` (compiled only when asked for): the lean ring held to 96
-    /// registers compiles without spills, in its pack (M 1, one and four accumulator chains)
-    /// and standard forms, and a fifth 4-warp CTA then fits an SM (registers and shared memory)
-    /// beside a one-wave grid's four; the warps a CTA stay the uncapped rule's.
-    #[test]
-    fn the_capped_lean_ring_fits_five_ctas_an_sm() {
-        let regs = LEAN_CAPPED_REGS as usize;
-        let per_cta = (4 * lean_warp_bytes(1) + 1024) as usize;
-        assert!(5 * 4 * 32 * regs <= 65536 && 5 * per_cta <= 228 * 1024);
-        assert!(5 * 4 * 32 * 112 > 65536);
-        // the issue's shapes keep their warps and take the cap (CTAs of 4 and 2 warps); a small
-        // N's 16-warp CTAs exceed the capped kernel's launch bounds and run uncapped
-        for (n, k, capped) in [
-            (8192, 8192, true),
-            (14336, 4096, true),
-            (16384, 16384, true),
-            (2048, 8192, false),
-        ] {
-            let p = GemvProblem::new(1, n, k, DType::Bf16);
-            let w = p.lean_warps_at(132, regs);
-            assert_eq!(w, p.lean_warps(132), "{n}x{k}");
-            assert_eq!(w <= CAPPED_MAX_WARPS, capped, "{n}x{k}");
-        }
-        assert_eq!(with_reg_cap(spec_lean("sm_90a"), 0), spec_lean("sm_90a"));
-        if crate::jit::testing::nvrtc_here() {
-            let m1 = with_pdl(spec_pack("sm_90a", 1));
-            let specs = [
-                with_reg_cap(m1.clone(), LEAN_CAPPED_REGS),
-                with_reg_cap(with_chains(m1, PACK_M1_CHAINS), LEAN_CAPPED_REGS),
-                with_reg_cap(with_pdl(spec_lean("sm_90a")), LEAN_CAPPED_REGS),
-            ];
-            crate::jit::testing::assert_compile_clean(&specs);
-            let jit = crate::jit::Jit::default();
-            for s in &specs {
-                let r = jit.compile(s).unwrap().resources.registers;
-                assert!(r <= LEAN_CAPPED_REGS, "{}: {r} registers", s.label());
-            }
-        }
     }
 
     /// The X ring on the CPU: `issue_xring`'s copies of a step (the fast path from each lane's

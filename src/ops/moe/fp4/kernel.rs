@@ -719,9 +719,10 @@ impl Fp4Experts {
     /// (`KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for), the SwiGLU's
     /// wide tiles cut in K as `KILN_FP4_TILE=count-fit` (the default) launches them where a
     /// launch has few ([`dispatch::few_wide`]), the grouped GEMM's tiles count-fit adds (those
-    /// of [`gemm_tile::COMPILED`] tokens, those of [`gemm_tile::COMPILED_CUT`] cut in K), and the SwiGLU's 128-token tile in the
-    /// whole-first order as `KILN_FP4_ORDER=auto` (the default) launches it
-    /// ([`order::auto_tile`]; never cut in K: auto takes no launch of one round). Not the
+    /// of [`gemm_tile::COMPILED`] tokens, those of [`gemm_tile::COMPILED_CUT`] cut in K), and
+    /// the SwiGLU's 128-token tile in the whole-first order as `KILN_FP4_ORDER=auto` (the
+    /// default) launches it ([`order::auto_tile`]; never cut in K: auto takes no launch of one
+    /// round). Not the
     /// SwiGLU's shared-memory tile, which runs only where `KILN_FP4_PATH=dq` forces it
     /// (compiled when asked for; ledger F161). NVFP4 with f16 activations on the
     /// register path's tiles but prefill (which [`Fp4Tile::choose`] never gives f16). MXFP4 with
@@ -1871,8 +1872,8 @@ mod tests {
         let compiled = Fp4Experts::variants("sm_90a");
         let sw = |p: MoeProblem| p.with_swiglu(swiglu, true);
         let big = |c: &[usize]| MoeProblem::contiguous(c, 2048, 7168, DType::Bf16, DType::Bf16);
-        // the brief's grouped GEMM counts (N 7168, K 2048): count-fit's 128 and 160 tiles, the
-        // 256-token one whole at 1,024 rows and cut at 100
+        // the grouped GEMM counts of F181 (N 7168, K 2048): count-fit's 128- and 160-token
+        // tiles, and what it takes at 100 and 1,024 rows
         let gemm = |c: &[usize]| MoeProblem::contiguous(c, 7168, 2048, DType::Bf16, DType::Bf16);
         for p in [
             bf(&[3]),

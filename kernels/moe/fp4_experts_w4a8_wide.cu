@@ -32,7 +32,6 @@
 #include "common/ws_pipeline.cuh"
 #include "moe/fp4_experts.cuh"
 #include "moe/w4a8_args.cuh"
-#include "moe/w4a8_calc.cuh"
 #include "moe/w4a8_lean.cuh"
 #include "moe/w4a8_smem.cuh"
 
@@ -118,11 +117,6 @@ constexpr bool kLean = KILN_SWIGLU;  // the grouped GEMM runs `wide` (its lean d
 #else
 constexpr bool kLean = false;
 #endif
-#if defined(KILN_W4A8_CALC)
-constexpr bool kCalc = kLean;  // `wide-calc` (F191): wide-lean with the tables computed
-#else
-constexpr bool kCalc = false;
-#endif
 
 // How a consumer with tokens gets each step's slot decoded: the two forms of the one K loop
 // (wide_kloop; a third, `wide-turn`, lost two rounds and was deleted, F152, F170). ready: step
@@ -150,21 +144,6 @@ struct LeanMeet {
       w4a8_lean_words(a, stage, l);
       w4a8_lean_tables(a, x.lut, offs);
       w4a8_lean_store(a, x.slots + g.slot * SLOT_BYTES, l);
-      fence_proxy_async_shared();
-    }
-    named_barrier_sync(1, 128 * CONSUMERS);
-  }
-  __device__ __forceinline__ void done(const WideCtx& x, u32 it) const { wide_done(x, it); }
-};
-
-// `wide-calc` (KILN_W4A8_CALC, F191; moe/w4a8_calc.cuh): `wide-lean`'s meet with each block's
-// e4m3 table computed from its offset byte instead of loaded (one round of shared loads before the
-// permutes instead of two).
-struct CalcMeet {
-  W4Lane l;
-  __device__ __forceinline__ void ready(const WideCtx& x, const W4Stage& g, u32) const {
-    if (x.c < DECODERS) {
-      w4a8_calc_decode(x.base + g.s * STAGE_BYTES, x.lut, x.slots + g.slot * SLOT_BYTES, l);
       fence_proxy_async_shared();
     }
     named_barrier_sync(1, 128 * CONSUMERS);
@@ -233,9 +212,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           }
           const auto sxsh = [&](int kb) { return w4a8_sx_shift(kb, p.x_rows, tile.row0); };
           float fin[64], acc[64];
-          if constexpr (kCalc) {
-            wide_kloop(x, CalcMeet{wide_lane(c)}, it, p.katoms, fin, acc, sxsh);
-          } else if constexpr (kLean) {
+          if constexpr (kLean) {
             wide_kloop(x, LeanMeet{wide_lane(c)}, it, p.katoms, fin, acc, sxsh);
           } else {
             wide_kloop(x, WideMeet{}, it, p.katoms, fin, acc, sxsh);

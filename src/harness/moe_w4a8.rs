@@ -68,8 +68,7 @@ pub fn verify_w4a8_seeded(ctx: &Context, p: &Fp8MoeProblem, seed: u64) -> Result
 /// Lowers one block scale in 8 of the W4A8 check's weights (drawn over 6 binades a row, which
 /// names only the tables of offsets u 0..6) so that the prepack names every table: in experts
 /// whose id is 2 mod 3 by 6-9 binades (u down to -8: tables 0..2, whose e4m3 bytes are
-/// subnormal and which `KILN_W4A8_FORM=wide-calc` loads), in the others by 1-6 (u down to -5:
-/// every table `wide-calc` computes, so that its warps there never load one, F191). A row's
+/// subnormal), in the others by 1-6 (u down to -5: every normal table, F191). A row's
 /// scales then span at most 2^14, what the prepack takes.
 fn spread_scales(w: &mut Fp4Weights, ids: &[usize], seed: u64) {
     let per = w.scales.len() / ids.len().max(1);

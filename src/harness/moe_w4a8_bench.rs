@@ -20,8 +20,8 @@ use crate::ops::moe::{MoeProblem, Rows};
 use crate::ops::registry::Registry;
 use crate::overrides::{MoeOverrides, W4a8Decode, W4a8Form};
 
-/// The offset byte of every block of the bench's weights: 8 (u + 8) with u = 4, a table
-/// `wide-calc` computes (any of u -5..6 times the same in every form).
+/// The offset byte of every block of the bench's weights: 8 (u + 8) with u = 4, a table of the
+/// binades real weights name (any of u -5..6 times the same in every form).
 const BENCH_OFFSET: u8 = 96;
 
 /// The W4A8 kernel's problem for `p`'s rows, shape and SwiGLU (its routing; the W1/W3 layout
@@ -89,8 +89,7 @@ pub fn bench_w4a8(
     let w = random_buffer(ctx, DType::Bf16, p.experts * l.expert_bytes() / 2, s(21))?;
     // each block's offset byte as a prepack writes it (here u = 4 for all), not random: random
     // bytes name the subnormal tables and the NaN one in a quarter of the blocks, which real
-    // weights name only for blocks 2^11 below their row's largest, and `wide-calc` loads those
-    // tables where it computes the others (F191)
+    // weights name only for blocks 2^11 below their row's largest (F191)
     let atoms = p.experts * l.expert_bytes() / W4A8_ATOM_BYTES;
     let offsets = (W4A8_CODE_BYTES, W4A8_ATOM_BYTES - W4A8_CODE_BYTES);
     w.fill_strided(

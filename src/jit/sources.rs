@@ -210,10 +210,6 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/w4a8_lean.cuh"),
     ),
     (
-        "moe/w4a8_calc.cuh",
-        include_str!("../../kernels/moe/w4a8_calc.cuh"),
-    ),
-    (
         "moe/w4a8_args.cuh",
         include_str!("../../kernels/moe/w4a8_args.cuh"),
     ),

@@ -393,15 +393,19 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_GEMV_ACC",
         takes: || {
-            "1, 2 or 4: the NVFP4 GEMV's accumulator chains a warp (its mmas spread over them)"
+            "`auto` (4 on the GEMV layout at M 1, 1 elsewhere), 1, 2 or 4: the NVFP4 GEMV's \
+             accumulator chains a warp (its mmas spread over them)"
                 .into()
         },
-        default: "1",
+        default: "auto",
         set: |o, v| {
-            let chains = |v: &str| number(v, 1, 4).filter(|n| n.is_power_of_two());
-            put(&mut o.moe.fp4_gemv_acc, or(v, 1, chains))
+            let chains = |v: &str| match v {
+                "auto" => Some(0),
+                _ => number(v, 1, 4).filter(|n| n.is_power_of_two()),
+            };
+            put(&mut o.moe.fp4_gemv_acc, or(v, 0, chains))
         },
-        show: |o| unless(o.moe.fp4_gemv_acc, 1, |n| n.to_string()),
+        show: |o| unless(o.moe.fp4_gemv_acc, 0, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP4_GEMV_PDL",
@@ -570,26 +574,27 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_TILE",
         takes: || {
-            "`count-pair` (the 4-bit experts' tile of least estimated time from the rows' tile \
-             counts, split in K where it runs few tiles, on the stage paces timed under the wide \
-             tiles' EPI/XTILE pair), `count-cut` (count-pair, and the grouped GEMM's wide \
-             tiles cut in K where a launch has at most half as many as CTAs), `count-fit` \
-             (count-cut, and the grouped GEMM's wide tile of 128 to 256 tokens whose busiest CTA \
-             ends first), `count` (the same on the older paces), `rows` (the narrowest tile that holds \
+            "`count-fit` (the default: the 4-bit experts' tile of least estimated time from the \
+             rows' tile counts, split in K where it runs few tiles, on the stage paces timed under \
+             the wide tiles' EPI/XTILE pair; the grouped GEMM's wide tiles cut in K where a launch \
+             has at most half as many as CTAs, and its wide tile the one of 128 to 256 tokens \
+             whose busiest CTA ends first), `count-cut` (count-fit with the 256-token tile \
+             always), `count-pair` (count-cut without the GEMM's cut in K), `count` (count-pair \
+             on the older paces), `rows` (the narrowest tile that holds \
              the most rows an expert has), or one tile whatever the rows: `8`, `16`, `64`, \
              `wide` (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations) or the \
              grouped GEMM's wide tile of `128`, `160`, `192`, `224` or `256` tokens (`128` also \
              the SwiGLU's)"
                 .into()
         },
-        default: "count-pair",
+        default: "count-fit",
         set: |o, v| {
             put(
                 &mut o.moe.fp4_tile,
-                or(v, Fp4TileRule::CountPair, Fp4TileRule::parse),
+                or(v, Fp4TileRule::CountFit, Fp4TileRule::parse),
             )
         },
-        show: |o| (o.moe.fp4_tile != Fp4TileRule::CountPair).then(|| o.moe.fp4_tile.name()),
+        show: |o| (o.moe.fp4_tile != Fp4TileRule::CountFit).then(|| o.moe.fp4_tile.name()),
     },
     Knob {
         name: "KILN_FP4_XTILE",
@@ -881,9 +886,8 @@ pub(super) static KNOBS: &[Knob] = &[
              memory, wgmma's B, read by both consumers), `wide` (ss in tiles of 192 tokens, \
              three consumers; with KILN_W4A8_SX=tma only, at most 256 experts), `wide-lean` \
              (wide with each decoding thread's shared loads before its stores, its addresses \
-             kept across the K loop and seven operations a code word) or `wide-calc` (wide-lean \
-             with each block's e4m3 table computed from its offset instead of loaded; the \
-             SwiGLU's, the grouped GEMM runs wide): the form of the W4A8 experts' kernel"
+             kept across the K loop and seven operations a code word; the SwiGLU's, the grouped \
+             GEMM runs wide): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "auto",

@@ -286,9 +286,11 @@ pub struct MoeOverrides {
     /// 2026-11-30, wide above; docs/fp4.md G5, G6, G18); K not a multiple of 128 runs the
     /// register path.
     pub fp4_gemv: Fp4Gemv,
-    /// `KILN_FP4_GEMV_ACC` (1, 2 or 4): the accumulator chains a warp of the NVFP4 GEMV spreads
-    /// its mmas over (one chain: each mma waits for the one before; docs/fp4.md G17). Default 1
-    /// until measured faster in two rounds.
+    /// `KILN_FP4_GEMV_ACC` (`auto`, 1, 2 or 4; 0 is `auto`): the accumulator chains a warp of the
+    /// NVFP4 GEMV spreads its mmas over (one chain: each mma waits for the one before;
+    /// docs/fp4.md G17). Default `auto` from 2026-12-01: 4 on the GEMV layout at M 1 (pack's
+    /// lean ring: -2 to -3 % at 1x8192x8192 chained in two rounds on an H200, 2.49 -> 2.55x
+    /// cuBLAS bf16, G71), 1 elsewhere.
     pub fp4_gemv_acc: u32,
     /// `KILN_FP4_GEMV_PDL` (0 or 1): the NVFP4 GEMV launched as a programmatic dependent of the
     /// kernel before it on the stream, releasing its own dependents as it starts: the lean ring
@@ -326,12 +328,13 @@ pub struct MoeOverrides {
     /// 2026-11-30 (H200, two rounds: the 1,024-row decode's SwiGLU 2.45 -> 2.96-3.12x kiln's
     /// bf16, its down projection 1.63 -> 2.41x; ledger F70); 0 keeps the 16-token tile.
     pub fp4_narrow: bool,
-    /// `KILN_FP4_TILE` (`count`, `rows`, `8`, `16`, `64` or `wide`): how the 4-bit experts'
-    /// register path picks its tile ([`Fp4TileRule`]; docs/moe.md, ledger F71, F100). Default
-    /// `count` from 2026-11-30 (the tile of least estimated time, split in K where it runs few:
-    /// faster than `rows` in two rounds on an H200, 77 rows 0.78 -> 1.98-2.00x kiln's bf16, one
-    /// row 1.04 -> 2.15-2.20x, the decode pattern 1.02 -> 1.30-1.36x, 300 rows 0.65 ->
-    /// 0.94-0.97x); `rows` is the narrowest tile that holds the most rows an expert has.
+    /// `KILN_FP4_TILE` (`count-fit`, `count-cut`, `count-pair`, `count`, `rows` or one tile): how
+    /// the 4-bit experts' register path picks its tile ([`Fp4TileRule`]; docs/moe.md, ledger
+    /// F71, F100, F140, F181). Default `count-fit` from 2026-12-01 (won two rounds on an H200:
+    /// the grouped GEMM at 300 rows 0.79 -> 1.04x kiln's bf16, F181): the tile of least
+    /// estimated time from the rows' tile counts, split in K where it runs few, the grouped
+    /// GEMM's wide tile fitted to the launch; `rows` is the narrowest tile that holds the most
+    /// rows an expert has.
     pub fp4_tile: Fp4TileRule,
     /// `KILN_FP4_ORDER` (`experts`, `whole-first` or `auto`): the order in which the 4-bit
     /// experts' register path hands out its tiles of 64 to 256 tokens on launches of at most
@@ -410,12 +413,12 @@ pub struct MoeOverrides {
     /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
-    /// `KILN_W4A8_FORM` (`auto`, `ss`, `wide`, `wide-lean` or `wide-calc`): the W4A8 experts with
+    /// `KILN_W4A8_FORM` (`auto`, `ss`, `wide` or `wide-lean`): the W4A8 experts with
     /// the decoded weights in shared memory as wgmma's B, read by two consumers of 64 tokens
     /// (`ss`) or in tiles of 192 tokens by three (`wide`, F60; `wide-lean` with each decoding
-    /// thread's loads first from addresses kept a tile, F122; `wide-calc`, wide-lean with the
-    /// blocks' e4m3 tables computed, F191). (The register forms `rs`, `rs-lanes`,
-    /// `rs-frags` and `wide-rs` lost every round: deleted 2026-12-01, F190.) Default
+    /// thread's loads first from addresses kept a tile, F122). (The register forms `rs`, `rs-lanes`,
+    /// `rs-frags` and `wide-rs` lost every round: deleted 2026-12-01, F190; `wide-calc`, the
+    /// blocks' e4m3 tables computed, lost two rounds: deleted 2026-12-01, F191, F201.) Default
     /// `auto`: `wide-lean` for the SwiGLU and `wide` for the grouped GEMM at prefill, where `wide`
     /// won two rounds (F60; the GEMM's F90, F120) and `wide-lean` two against `wide-first`, which
     /// had won two against `wide` (F91, F122, F150; `wide-first` deleted), `ss` at decode (F90).
@@ -452,13 +455,13 @@ impl MoeOverrides {
         fp4_mma_sync: false,
         fp4_pdl: false,
         fp4_gemv: Fp4Gemv::Auto,
-        fp4_gemv_acc: 1,
+        fp4_gemv_acc: 0,
         fp4_gemv_pdl: true,
         fp4_tail: 8,
         fp4_balance: true,
         fp4_fill: false,
         fp4_narrow: true,
-        fp4_tile: Fp4TileRule::CountPair,
+        fp4_tile: Fp4TileRule::CountFit,
         fp4_order: Fp4Order::Auto,
         fp4_prefetch: 0,
         fp4_load_tma: false,
@@ -526,9 +529,6 @@ pub enum W4a8Form {
     /// first store (F91's `wide-first`, deleted after this won two rounds against it), its
     /// addresses kept across the K loop and seven operations a code word (ledger F122, F150).
     WideLean,
-    /// `WideLean` with each 32-block's e4m3 table computed from its offset byte instead of
-    /// loaded from shared memory: one round of shared loads before the permutes (ledger F191).
-    WideCalc,
 }
 
 impl W4a8Form {
@@ -539,17 +539,15 @@ impl W4a8Form {
             W4a8Form::Ss => "ss",
             W4a8Form::Wide => "wide",
             W4a8Form::WideLean => "wide-lean",
-            W4a8Form::WideCalc => "wide-calc",
         }
     }
 
     /// Every value the knob takes.
-    pub const ALL: [W4a8Form; 5] = [
+    pub const ALL: [W4a8Form; 4] = [
         W4a8Form::Auto,
         W4a8Form::Ss,
         W4a8Form::Wide,
         W4a8Form::WideLean,
-        W4a8Form::WideCalc,
     ];
 }
 

@@ -127,7 +127,7 @@ impl GemvProblem {
         let ctas = self.n.div_ceil(16) * self.batch;
         let resident = |w: u32| -> usize {
             let smem = (w * lean_warp_bytes(self.m) + 1024) as usize;
-            // at most 112 registers a thread (the kernel: 109, no spills), 64 warps an SM
+            // at most 112 registers a thread (the kernel: 107, no spills), 64 warps an SM
             let by_regs = 65536 / (w as usize * 32 * 112);
             let by_warps = 64 / w as usize;
             (228 * 1024 / smem).min(by_regs).min(by_warps) * sms.max(1) as usize
@@ -300,6 +300,20 @@ pub fn with_chains(spec: KernelSpec, chains: u32) -> KernelSpec {
     }
 }
 
+/// `KILN_FP4_GEMV_ACC=auto`'s accumulator chains for `path` at M `m`: 4 for the pack path at
+/// M 1 (its lean ring on the GEMV layout, 127 registers; G71: -2 to -3 % at 1x8192x8192
+/// chained in three looks), 1 elsewhere.
+pub fn auto_chains(path: Fp4Gemv, m: usize) -> u32 {
+    if path == Fp4Gemv::Pack && m == 1 {
+        PACK_M1_CHAINS
+    } else {
+        1
+    }
+}
+
+/// The accumulator chains of the pack path's lean ring at M 1 by default (G71).
+pub const PACK_M1_CHAINS: u32 = 4;
+
 pub fn lean_warp_bytes(m: usize) -> u32 {
     LEAN_RING * LEAN_SLOT + 2 * m as u32 * 512
 }
@@ -391,8 +405,9 @@ pub fn xstage_chunk(c: usize) -> usize {
 /// register path (K off the 128s), wide ring (M 9-16; 5-8 until G18), lean ring (M 1) and
 /// swizzled X ring (M 2-8), and the pack path on codes in the GEMV layout (lean at M 1, xswz at M 2-8 and 9-16,
 /// the two-tile X ring at M 2-8 where a warp's share of K is long), each as a programmatic
-/// dependent. The overrides' paths, and these launched plainly
-/// (`KILN_FP4_GEMV_PDL=0`), compile when asked for (the variant budget).
+/// dependent, pack's lean ring at M 1 with its four accumulator chains (G71). The overrides'
+/// paths, and these launched plainly (`KILN_FP4_GEMV_PDL=0`), compile when asked for (the
+/// variant budget).
 pub fn variants(arch: &str) -> Vec<KernelSpec> {
     [
         spec(arch, 1),
@@ -407,7 +422,16 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
         spec_pack2(arch, 4),
     ]
     .into_iter()
-    .map(with_pdl)
+    .map(|s| {
+        // the pack path at M 1 with its accumulator chains (G71), as `launch_on` builds it
+        let m1 = s == spec_pack(arch, 1);
+        let s = with_pdl(s);
+        if m1 {
+            with_chains(s, PACK_M1_CHAINS)
+        } else {
+            s
+        }
+    })
     .collect()
 }
 
@@ -594,7 +618,11 @@ fn launch_on(ctx: &Context, p: &GemvProblem, ops: &GemvOperands, path: Fp4Gemv) 
     let (spec, smem) = kernel_of(&ctx.arch(), path, p.m, warps, two);
     let pdl = ctx.overrides.moe.fp4_gemv_pdl;
     let spec = if pdl { with_pdl(spec) } else { spec };
-    let spec = with_chains(spec, ctx.overrides.moe.fp4_gemv_acc);
+    let chains = match ctx.overrides.moe.fp4_gemv_acc {
+        0 => auto_chains(path, p.m),
+        c => c,
+    };
+    let spec = with_chains(spec, chains);
     let f = ctx.function(&spec)?;
     let mut args = GemvArgs {
         x: ops.x.ptr(),
@@ -1500,6 +1528,22 @@ mod tests {
                 assert_eq!(got, want, "row {r}, column {c}");
             }
         }
+    }
+
+    /// `KILN_FP4_GEMV_ACC=auto` (the default): four chains on the pack path at M 1 only (G71),
+    /// one everywhere else, and `kiln check` compiles that form in place of the one-chain one
+    /// (the same ten variants).
+    #[test]
+    fn auto_chains_are_four_on_the_gemv_layout_at_m_1() {
+        assert_eq!(auto_chains(Fp4Gemv::Pack, 1), PACK_M1_CHAINS);
+        for (path, m) in [(Fp4Gemv::Pack, 4), (Fp4Gemv::Lean, 1), (Fp4Gemv::Xswz, 1)] {
+            assert_eq!(auto_chains(path, m), 1, "{path:?} M {m}");
+        }
+        let v = variants("sm_90a");
+        let m1 = with_pdl(spec_pack("sm_90a", 1));
+        assert!(v.contains(&with_chains(m1.clone(), PACK_M1_CHAINS)));
+        assert!(!v.contains(&m1));
+        assert_eq!(v.len(), 10);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Which tile the 4-bit experts' register path runs a launch on (`KILN_FP4_TILE`): by rows and
-//! tile count (`count`, the default: the candidate tile whose estimated time is least), by the
+//! tile count (`count-fit`, the default, and its forerunners: the candidate tile whose estimated
+//! time is least), by the
 //! most rows an expert has (`rows`, [`Fp4Tile::choose`] then `KILN_FP4_NARROW`), or one forced
 //! tile.
 //!
@@ -24,18 +25,20 @@ pub enum Fp4TileRule {
     /// balanced split), a wide tile where the launch has at most half as many tiles as CTAs
     /// ([`few_wide`]), on the paces timed before the EPI/XTILE pair ([`Paces::Morning`]).
     Count,
-    /// The default since it won two rounds (ledger F140, H200 2026-11-30: the GEMM at 300 rows
-    /// 0.65 -> 0.79x kiln's bf16, the ragged counts at K 7168 0.85 -> 1.01-1.05x): `Count` with
-    /// the stage paces re-timed under the wide tiles' EPI/XTILE pair ([`Paces::Pair`]).
+    /// The default from 2026-11-30 to 2026-12-01 (won two rounds, ledger F140, H200: the GEMM at
+    /// 300 rows 0.65 -> 0.79x kiln's bf16, the ragged counts at K 7168 0.85 -> 1.01-1.05x):
+    /// `Count` with the stage paces re-timed under the wide tiles' EPI/XTILE pair
+    /// ([`Paces::Pair`]).
     CountPair,
     /// `CountPair` with the grouped GEMM's wide tiles (128 tokens or more) cut in K where a
     /// launch has at most half as many tiles as CTAs ([`few_wide`]), as it cuts the SwiGLU's
     /// (2026-12-01, ledger F180: `KILN_FP4_FILL`'s cut of the GEMM at 200 rows won two rounds,
     /// F163).
     CountCut,
-    /// `CountCut` with the grouped GEMM's wide tile of the token count whose busiest CTA ends
-    /// first ([`super::gemm_tile::fit`]: 128 to 256 tokens, one wgmma batch in flight) in place
-    /// of the 256-token tile (2026-12-01, ledger F181).
+    /// The default from 2026-12-01 (won two rounds, ledger F181, H200: the GEMM at 300 rows
+    /// 0.77 -> 1.04x kiln's bf16, 200 rows 0.69 -> 0.89x): `CountCut` with the grouped GEMM's
+    /// wide tile of the token count whose busiest CTA ends first ([`super::gemm_tile::fit`]: 128
+    /// to 256 tokens, one wgmma batch in flight) in place of the 256-token tile.
     CountFit,
     /// That many tokens a tile, whatever the rows: 8 (paired as the dispatch pairs it), 16, 64,
     /// or 0 for the wide tile (128 tokens for the SwiGLU, 256 for the GEMM; bf16 only); 128,

@@ -22,6 +22,16 @@ use crate::ops::moe::MoeProblem;
 /// is the form: two batches fit only up to 64 tokens, ledger F130).
 pub const GEMM_TOKENS: [u32; 5] = [128, 160, 192, 224, 256];
 
+/// The fitted tiles `kiln check` compiles (both formats): those `count-fit` takes at the
+/// measured counts (N 7168, K 2048: 300 rows 160 tokens, 200 rows 128); 192 and 224 compile
+/// when a launch asks for them (the variant budget is spent).
+pub const COMPILED: [u32; 2] = [160, 128];
+
+/// The GEMM's wide tiles `kiln check` compiles cut in K (both formats): the 256-token tile
+/// where a launch of few tiles keeps it, and the 128-token one that `count-fit` takes cut at
+/// one expert of 300 rows, N 2048, K 7168 (48 tiles on 132 CTAs).
+pub const COMPILED_CUT: [u32; 2] = [256, 128];
+
 /// Microseconds a CTA of a grouped GEMM wide tile spends on one 64-deep stage at wgmma width
 /// `w` (one batch in flight), beyond the launch's fixed part: the larger of a floor a stage
 /// whatever the width (the stage wait, the next stage's decode, the batch's issue and drain)

@@ -717,10 +717,12 @@ impl Fp4Experts {
     /// Every specialisation, for `kiln check`: both ops and formats with bf16 activations and
     /// every register-path tile but the single 8-token one, which bf16 runs paired
     /// (`KILN_FP4_CTAS=1` and `KILN_FP4_PAIR=swiglu` compile it when asked for), the SwiGLU's
-    /// wide tiles cut in K as `KILN_FP4_TILE=count-pair` (the default) launches them where a
-    /// launch has few ([`dispatch::few_wide`]), and the SwiGLU's 128-token tile in the
-    /// whole-first order as `KILN_FP4_ORDER=auto` (the default) launches it
-    /// ([`order::auto_tile`]; never cut in K: auto takes no launch of one round). Not the
+    /// wide tiles cut in K as `KILN_FP4_TILE=count-fit` (the default) launches them where a
+    /// launch has few ([`dispatch::few_wide`]), the grouped GEMM's tiles count-fit adds (those
+    /// of [`gemm_tile::COMPILED`] tokens, those of [`gemm_tile::COMPILED_CUT`] cut in K), and
+    /// the SwiGLU's 128-token tile in the whole-first order as `KILN_FP4_ORDER=auto` (the
+    /// default) launches it ([`order::auto_tile`]; never cut in K: auto takes no launch of one
+    /// round). Not the
     /// SwiGLU's shared-memory tile, which runs only where `KILN_FP4_PATH=dq` forces it
     /// (compiled when asked for; ledger F161). NVFP4 with f16 activations on the
     /// register path's tiles but prefill (which [`Fp4Tile::choose`] never gives f16). MXFP4 with
@@ -746,6 +748,11 @@ impl Fp4Experts {
                     }
                     let wide = Self::spec(arch, DType::Bf16, f, true, Fp4Tile::prefill(true));
                     v.push(wide.define("KILN_FP4_ORDER", 1));
+                } else {
+                    let gemm = |tt| Self::spec(arch, DType::Bf16, f, false, Fp4Tile::gemm_wide(tt));
+                    v.extend(gemm_tile::COMPILED.map(gemm));
+                    let cut = |tt| gemm(tt).define("KILN_FP4_WSPLIT", 1);
+                    v.extend(gemm_tile::COMPILED_CUT.map(cut));
                 }
             }
             for tile in &tiles[..3] {
@@ -1386,14 +1393,11 @@ mod tests {
             assert_eq!(t.tt, tt, "{p:?}");
             assert_eq!(dispatch::few_wide(&p, t, 132, true), cut, "{p:?}");
         }
-        // count-pair, the default, takes the 64-token tile there, whole
+        // count-pair takes the 64-token tile there, whole
+        let mut pair = MoeOverrides::NONE;
+        pair.fp4_tile = Fp4TileRule::CountPair;
         let p = g(&[300], 2048, 7168);
-        assert_eq!(
-            Fp4Experts::tile_with(&p, &MoeOverrides::NONE, 132)
-                .unwrap()
-                .tt,
-            64
-        );
+        assert_eq!(Fp4Experts::tile_with(&p, &pair, 132).unwrap().tt, 64);
     }
 
     /// `KILN_FP4_TILE=count-fit` and `128`-`224` (compiled when asked for): the grouped GEMM's
@@ -1415,6 +1419,17 @@ mod tests {
                 specs.push(Fp4Experts::spec("sm_90a", DType::Bf16, f, false, t));
             }
         }
+        // the 128-token tile cut in K, as count-fit launches it at 300 rows, N 2048
+        specs.push(
+            Fp4Experts::spec(
+                "sm_90a",
+                DType::Bf16,
+                Fp4Format::Nvfp4,
+                false,
+                Fp4Tile::gemm_wide(128),
+            )
+            .define("KILN_FP4_WSPLIT", 1),
+        );
         // the 256-token tile cut in K, as count-cut launches it at 200 rows, in MXFP4 too
         specs.push(
             Fp4Experts::spec(
@@ -1675,9 +1690,9 @@ mod tests {
         crate::jit::testing::assert_compile_clean(&specs);
     }
 
-    /// `kiln check` lists the SwiGLU's wide tiles cut in K (`KILN_FP4_TILE=count` launches
-    /// them), not the GEMM's (count never cuts them), and the single 8-token tile with f16
-    /// activations only (bf16 runs it paired).
+    /// `kiln check` lists the wide tiles cut in K (`KILN_FP4_TILE=count-fit` launches them: the
+    /// SwiGLU's 64- and 128-token tiles, the GEMM's 256-token one), not the GEMM's decode tile
+    /// cut, and the single 8-token tile with f16 activations only (bf16 runs it paired).
     #[test]
     fn check_lists_what_count_launches() {
         let v = Fp4Experts::variants("sm_90a");
@@ -1686,7 +1701,8 @@ mod tests {
             for swiglu in [true, false] {
                 for tile in [Fp4Tile::decode(swiglu), Fp4Tile::prefill(swiglu)] {
                     let cut = spec(DType::Bf16, f, swiglu, tile).define("KILN_FP4_WSPLIT", 1);
-                    assert_eq!(v.contains(&cut), swiglu, "{tile:?}");
+                    let cuts = swiglu || tile.tt == 256;
+                    assert_eq!(v.contains(&cut), cuts, "{tile:?}");
                 }
                 let single = Fp4Tile::narrow(8, swiglu);
                 assert!(!v.contains(&spec(DType::Bf16, f, swiglu, single)));
@@ -1787,10 +1803,12 @@ mod tests {
                 "{d:?}"
             );
         }
-        // 2 ops x (2 formats x bf16 with 4 tiles and the paired 8-token tile, and NVFP4 f16
-        // with the 3 decode tiles), and the SwiGLU's 128-token tile in the whole-first order in
-        // both formats (the shared-memory tile's two compiled when asked for since F161)
-        assert_eq!(Fp4Experts::variants("sm_90a").len(), 28);
+        // 2 ops x (2 formats x bf16 with 3 tiles and the paired 8-token tile, and NVFP4 f16
+        // with the 3 decode tiles), and in both formats the SwiGLU's 64- and 128-token tiles cut
+        // in K and its 128-token tile in the whole-first order, the GEMM's 160- and 128-token
+        // tiles and its 256- and 128-token tiles cut in K (`count-fit`, F200; the shared-memory
+        // tile's two compiled when asked for since F161)
+        assert_eq!(Fp4Experts::variants("sm_90a").len(), 36);
         // two CTAs fit an SM: their blocks' shared memory
         for swiglu in [false, true] {
             let t = Fp4Tile::narrow(8, swiglu).paired(swiglu);
@@ -1854,6 +1872,9 @@ mod tests {
         let compiled = Fp4Experts::variants("sm_90a");
         let sw = |p: MoeProblem| p.with_swiglu(swiglu, true);
         let big = |c: &[usize]| MoeProblem::contiguous(c, 2048, 7168, DType::Bf16, DType::Bf16);
+        // the grouped GEMM counts of F181 (N 7168, K 2048): count-fit's 128- and 160-token
+        // tiles, and what it takes at 100 and 1,024 rows
+        let gemm = |c: &[usize]| MoeProblem::contiguous(c, 7168, 2048, DType::Bf16, DType::Bf16);
         for p in [
             bf(&[3]),
             bf(&[12]),
@@ -1871,6 +1892,10 @@ mod tests {
             sw(big(&[0, 0, 77, 0])),
             sw(big(&[300])),
             sw(big(&[0, 1, 40, 64, 128, 3, 0, 100])),
+            gemm(&[200]),
+            gemm(&[300]),
+            gemm(&[1024]),
+            gemm(&[100]),
             sw(big(&[144, 145, 16, 272, 0, 130, 160, 161])),
         ] {
             let o = MoeOverrides::NONE;

@@ -88,10 +88,6 @@ pub struct W4a8Variant {
     /// addresses kept across the K loop (no thread index re-read a step) and seven operations a
     /// code word (ledger F122; the SwiGLU's: [`W4a8Variant::kernel`]).
     pub lean: bool,
-    /// `KILN_W4A8_FORM=wide-calc` (with `lean`; off by default, ledger F191): each 32-block's
-    /// e4m3 table computed from its offset byte in registers instead of loaded from shared
-    /// memory (`kernels/moe/w4a8_calc.cuh`), so a decoding thread's loads are one round.
-    pub calc: bool,
 }
 
 impl W4a8Variant {
@@ -160,7 +156,6 @@ impl W4a8Variant {
         idle_decode: false,
         wide: false,
         lean: false,
-        calc: false,
     };
 
     /// `KILN_W4A8_FORM=wide`: the default's knobs in tiles of [`WIDE_BM`] tokens.
@@ -177,15 +172,9 @@ impl W4a8Variant {
         ..W4a8Variant::WIDE
     };
 
-    /// `KILN_W4A8_FORM=wide-calc` (ledger F191): `wide-lean` with the tables computed.
-    pub const WIDE_CALC: W4a8Variant = W4a8Variant {
-        calc: true,
-        ..W4a8Variant::WIDE_LEAN
-    };
-
     /// Every variant, the default first; each entry spells only what differs from
     /// [`W4a8Variant::DEFAULT`] (or from [`W4a8Variant::WIDE`]).
-    pub const ALL: [W4a8Variant; 12] = {
+    pub const ALL: [W4a8Variant; 11] = {
         const D: W4a8Variant = W4a8Variant::DEFAULT;
         [
             D,
@@ -223,7 +212,6 @@ impl W4a8Variant {
             },
             W4a8Variant::WIDE,
             W4a8Variant::WIDE_LEAN,
-            W4a8Variant::WIDE_CALC,
         ]
     };
 
@@ -238,7 +226,7 @@ impl W4a8Variant {
     }
 
     /// The variant whose kernel runs it for the fused SwiGLU (`swiglu`) or the grouped GEMM: the
-    /// grouped GEMM's `wide-lean` (and `wide-calc`) is `wide` (its decode spills there at 160
+    /// grouped GEMM's `wide-lean` is `wide` (its decode spills there at 160
     /// registers), so that they are one spec, one compile and one cache entry.
     pub const fn kernel(self, swiglu: bool) -> Self {
         if !swiglu && self.lean {
@@ -274,14 +262,11 @@ impl W4a8Variant {
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
-        let wide = matches!(
-            form,
-            W4a8Form::Wide | W4a8Form::WideLean | W4a8Form::WideCalc
-        );
+        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideLean);
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide, wide-lean and wide-calc read X's scales from the stages and decode on their \
+                "KILN_W4A8_FORM=wide and wide-lean read X's scales from the stages and decode on their \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
             ));
@@ -310,8 +295,7 @@ impl W4a8Variant {
             beside,
             idle_decode,
             wide,
-            lean: matches!(form, W4a8Form::WideLean | W4a8Form::WideCalc),
-            calc: form == W4a8Form::WideCalc,
+            lean: form == W4a8Form::WideLean,
         })
     }
 }
@@ -514,9 +498,6 @@ impl W4a8Experts {
         }
         if v.lean {
             s = s.define("KILN_W4A8_LEAN", 1);
-        }
-        if v.calc {
-            s = s.define("KILN_W4A8_CALC", 1);
         }
         s
     }
@@ -738,16 +719,6 @@ mod tests {
             W4a8Experts::spec("sm_90a", true, v),
             W4a8Experts::spec("sm_90a", true, W4a8Variant::WIDE)
         );
-        // wide-calc's too: its grouped GEMM is wide's, its SwiGLU neither wide's nor wide-lean's
-        let c = W4a8Variant::WIDE_CALC;
-        assert_eq!(
-            W4a8Experts::spec("sm_90a", false, c),
-            W4a8Experts::spec("sm_90a", false, W4a8Variant::WIDE)
-        );
-        assert_ne!(
-            W4a8Experts::spec("sm_90a", true, c),
-            W4a8Experts::spec("sm_90a", true, v)
-        );
     }
 
     #[test]
@@ -856,7 +827,6 @@ mod tests {
             (W4a8Form::Ss, W4a8Variant::DEFAULT),
             (W4a8Form::Wide, W4a8Variant::WIDE),
             (W4a8Form::WideLean, W4a8Variant::WIDE_LEAN),
-            (W4a8Form::WideCalc, W4a8Variant::WIDE_CALC),
         ] {
             let k = MoeOverrides {
                 w4a8_form: form,

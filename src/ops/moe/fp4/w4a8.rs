@@ -311,34 +311,6 @@ mod tests {
         );
     }
 
-    /// `KILN_W4A8_FORM=wide-calc` (F191, kernels/moe/w4a8_calc.cuh) computes tables 3..14 from
-    /// their offset byte 8i instead of loading them: word 0 = 8i x 0x01010100 - 0x04081000, word 1
-    /// = 8i x 0x01010101 + 0x0C080400, and loads the others (0..2 hold subnormals, 15 is NaN).
-    #[test]
-    fn the_computed_tables_are_the_kernels() {
-        let word = |u: i32, half: u8| {
-            u32::from_le_bytes([0, 1, 2, 3].map(|j| table_byte(4 * half + j, u)))
-        };
-        for i in 0u32..16 {
-            let toff = 8 * i;
-            let computed = (
-                toff.wrapping_mul(0x0101_0100).wrapping_sub(0x0408_1000),
-                toff.wrapping_mul(0x0101_0101).wrapping_add(0x0C08_0400),
-            );
-            // the kernel's test for a table it must load: toff - 24 > 88 unsigned
-            let loads = toff.wrapping_sub(24) > 88;
-            assert_eq!(loads, !(3..=14).contains(&i), "table {i}");
-            if i == 15 {
-                continue; // the NaN table, never computed
-            }
-            let u = i as i32 + U_MIN;
-            let table = (word(u, 0), word(u, 1));
-            if !loads {
-                assert_eq!(computed, table, "table {i} (u {u})");
-            }
-        }
-    }
-
     #[test]
     fn every_offset_byte_names_an_aligned_table_and_the_prepacks_pass_unchanged() {
         // the kernel's tables: 16 of 8 bytes (`LUT_BYTES` = 128), read 8 bytes at a time

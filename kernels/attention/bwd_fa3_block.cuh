@@ -109,15 +109,7 @@ constexpr bool DS_PACKED = KILN_BWD_DS_PACKED != 0;
 constexpr bool DS_PACKED = false;
 #endif
 static_assert(!DS_PACKED || (P_ROUNDED && KILN_IN == 0), "packed dSᵀ math from the rounded Pᵀ (128 rows a step), in bf16");
-// KILN_BWD_SPLIT_232 (the host's bwd_fa3_d256_w2_r232, a diagnostic, d256 only):
-// bwd_fa3_d256_persist's split (40 / 232, which its producer's loop over tiles needs) on w2's
-// walk, so that w2 at 232 registers says what that split costs w2_persist (ledger D92).
-#if defined(KILN_BWD_SPLIT_232)
-constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-static_assert(D == 256, "KILN_BWD_SPLIT_232: a d256 diagnostic");
-#else
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
-#endif
 static_assert(D == 64 || D == 128 || (D == 256 && BN == 64),
               "head dim 64 or 128 (dK and dV of 64 keys x D in registers), or 256 at 64 keys a block (bwd_fa3_d256.cu)");
 // KILN_BWD_DET_WRITER 2 (the host's bwd_fa3_ordered_eager; bwd_fa3_lookahead.cu's walk only): in

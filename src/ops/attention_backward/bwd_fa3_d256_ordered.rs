@@ -14,15 +14,6 @@
 //! deterministic run `bwd_fa3_d256_tma`.
 //!   `bwd_fa3_d256_w2`: the deterministic default at d256 (ledger D31, D33: 0.84-0.95x the
 //!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds).
-//!   `bwd_fa3_d256_w2_persist` (ledger D91; compiled when asked for, outside the variant budget):
-//!   w2's writers on `bwd_fa3_d256_persist`'s walk (the define `KILN_D256_PERSIST` with
-//!   `KILN_D256_DET` 3, `kernels/attention/bwd_d256_persist_det.cuh`): one CTA a SM taking key
-//!   blocks from a counter in the grid's order, so that the waves, walks and order of adds are
-//!   w2's, with the next block's first stage and K, V loaded under the current one's end and the
-//!   last ordered adds of a block no longer holding its SM.
-//!   `bwd_fa3_d256_w2_r232` (ledger D92; a diagnostic, compiled when asked for): w2's kernel at
-//!   the persistent kernel's register split (`KILN_BWD_SPLIT_232`: 40 / 232, where w2 runs
-//!   24 / 240), what that split alone costs w2_persist.
 //!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
 //!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
@@ -39,12 +30,15 @@
 //! Deleted on 2026-12-01 (ledger D90): `bwd_fa3_d256_w2_pair` (w2 in clusters of two key blocks,
 //! the two CTAs' dQ partials summed in shared memory by one warp before one ordered reduce a
 //! pair: 0.51-0.56x w2, a serial cost of ~3 us a step), for `bwd_fa3_d256_w2_persist`.
+//! Deleted on 2026-12-01 (ledger D100), each having lost two rounds to w2: `bwd_fa3_d256_w2_persist`
+//! (D91: w2's writers on the persistent walk, 0.960-0.968x) and its diagnostic
+//! `bwd_fa3_d256_w2_r232` (D92: w2 at the persistent kernel's 40 / 232 register split, 0.967-0.985x).
 //! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of the kernel compiled with
 //! `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the record's
 //! layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
 
 use super::bwd_fa3_d256::{self, D256};
-use super::bwd_fa3_wgmma::{launch_main, Sched};
+use super::bwd_fa3_wgmma::Sched;
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
@@ -60,12 +54,6 @@ pub enum D256Det {
     /// `bwd_fa3_d256_rotated`: the diagnostic, w2's walks without the order on problems that are
     /// not deterministic.
     Rotated,
-    /// `bwd_fa3_d256_w2_persist`: w2 on the persistent walk (one CTA a SM, key blocks from a
-    /// counter in the grid's order).
-    Persist,
-    /// `bwd_fa3_d256_w2_r232`: a diagnostic, w2 with the persistent kernel's register split
-    /// (`KILN_BWD_SPLIT_232`: 40 / 232 where w2 has 24 / 240).
-    R232,
 }
 
 /// One of the versions on the d256 two-writer kernel.
@@ -80,12 +68,8 @@ impl BwdFa3D256Ordered {
     pub const W2: Self = BwdFa3D256Ordered(D256Det::W2);
     /// `bwd_fa3_d256_rotated`.
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
-    /// `bwd_fa3_d256_w2_persist`.
-    pub const PERSIST: Self = BwdFa3D256Ordered(D256Det::Persist);
-    /// `bwd_fa3_d256_w2_r232`.
-    pub const R232: Self = BwdFa3D256Ordered(D256Det::R232);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::PERSIST, Self::R232];
+    pub const ALL: [Self; 2] = [Self::W2, Self::ROTATED];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -127,36 +111,7 @@ impl BwdFa3D256Ordered {
         det_trace: u64,
     ) -> Result<()> {
         let p16 = ctx.overrides.attention.bwd_d256_p16;
-        if self.0 == D256Det::Persist {
-            // (the waves: the persistent grid, one CTA a SM; the counter and the tile ring in
-            // `persist_smem`)
-            let main = persist_spec(&ctx.arch(), p.attn.dtype, p16);
-            let sched = Sched {
-                det_writers: Some(WRITERS),
-                persist: true,
-                ..Sched::of(ctx)
-            };
-            return launch_main(
-                self.name(),
-                ctx,
-                p,
-                ops,
-                &main,
-                persist_smem(),
-                bwd_fa3_d256::BN,
-                Some(bwd_fa3_d256::DQ_BOX_COLS),
-                true,
-                1,
-                None,
-                sched,
-            );
-        }
         let main = spec(&ctx.arch(), p.attn.dtype, p16, trace);
-        let main = if self.0 == D256Det::R232 {
-            main.define("KILN_BWD_SPLIT_232", 1)
-        } else {
-            main
-        };
         let sched = Sched {
             det_writers: Some(WRITERS),
             det_trace,
@@ -164,33 +119,6 @@ impl BwdFa3D256Ordered {
             ..Sched::of(ctx)
         };
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, true, sched)
-    }
-}
-
-/// `bwd_fa3_d256_w2_persist`'s shared memory: `bwd_fa3_d256_persist`'s and the writers' ring of
-/// four tiles (`bwd_d256_persist_det.cuh`).
-pub fn persist_smem() -> u32 {
-    bwd_fa3_d256::persist_smem_bytes() + 4 * 8
-}
-
-/// `bwd_fa3_d256_w2_persist`'s kernel for `dtype`: the staged kernel with the defines
-/// `KILN_D256_PERSIST` 1 and `KILN_D256_DET` 3 and its shared memory (`p16`:
-/// `KILN_BWD_D256_P16`).
-pub fn persist_spec(arch: &str, dtype: DType, p16: bool) -> KernelSpec {
-    let s = KernelSpec::new("attention/bwd_fa3_d256.cu", "attn_bwd_fa3_d256", arch)
-        .define("KILN_IN", dtype.code())
-        .define("KILN_D", 256)
-        .define("KILN_BN", bwd_fa3_d256::BN)
-        .define("KILN_STAGES", 2)
-        .define("KILN_DQ_SPLIT", 0)
-        .define("KILN_D256_DQ", 1)
-        .define("KILN_SMEM", persist_smem())
-        .define("KILN_D256_PERSIST", 1)
-        .define("KILN_D256_DET", 3);
-    if p16 {
-        s.define("KILN_D256_P16", 1)
-    } else {
-        s
     }
 }
 
@@ -213,16 +141,12 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_w2",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
-            D256Det::Persist => "bwd_fa3_d256_w2_persist",
-            D256Det::R232 => "bwd_fa3_d256_w2_r232",
         }
     }
     fn summary(&self) -> &'static str {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
-            D256Det::Persist => "bwd_fa3_d256_w2 persistent: one CTA a SM taking key blocks from a counter in the grid's order, the next block's loads under the current one's end",
-            D256Det::R232 => "bwd_fa3_d256_w2 at the persistent kernel's register split, 40 / 232 (a diagnostic of what the split costs)",
         }
     }
     fn rung(&self) -> u32 {
@@ -231,16 +155,10 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             + match self.0 {
                 D256Det::W2 => 0,
                 D256Det::Rotated => 1,
-                D256Det::Persist => 2,
-                D256Det::R232 => 3,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        bwd_fa3_d256::supports_staged(p, dev)?;
-        if self.0 == D256Det::Persist {
-            dev.check_smem(persist_smem())?;
-        }
-        Ok(())
+        bwd_fa3_d256::supports_staged(p, dev)
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         // w2's kernels (its preprocess and postprocess are the other d256 versions'); the
@@ -286,18 +204,10 @@ mod tests {
         let p = |d, det| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), det);
         let r = Registry::default();
         let names: Vec<&str> = BwdFa3D256Ordered::ALL.iter().map(|v| v.name()).collect();
-        assert_eq!(
-            names,
-            [
-                "bwd_fa3_d256_w2",
-                "bwd_fa3_d256_rotated",
-                "bwd_fa3_d256_w2_persist",
-                "bwd_fa3_d256_w2_r232"
-            ]
-        );
+        assert_eq!(names, ["bwd_fa3_d256_w2", "bwd_fa3_d256_rotated"]);
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 4);
+        assert_eq!(rungs.len(), 2);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -319,7 +229,7 @@ mod tests {
                 && !label.contains("KILN_D256_TRACE"),
             "{label}"
         );
-        // deleted (ledger D30, D50, D60, D90)
+        // deleted (ledger D30, D50, D60, D90, D100)
         for gone in [
             "bwd_fa3_d256_chains",
             "bwd_fa3_d256_ordered",
@@ -329,6 +239,8 @@ mod tests {
             "bwd_fa3_d256_w2_spread",
             "bwd_fa3_d256_w2_halves",
             "bwd_fa3_d256_w2_pair",
+            "bwd_fa3_d256_w2_persist",
+            "bwd_fa3_d256_w2_r232",
         ] {
             assert_eq!(BwdFa3D256Ordered::by_name(gone), None);
             assert!(r
@@ -348,25 +260,14 @@ mod tests {
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (`KILN_BWD_D256_P16`'s; traced; the persistent one's bf16 and f16) compile
-    /// for sm_90a with no local memory, no wgmma serialisation and the register split honoured
-    /// (w2's own in tests/compile.rs).
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced) compile for sm_90a with no local memory, no
+    /// wgmma serialisation and the register split honoured (w2's own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
-        let mut specs = vec![
+        let specs = vec![
             spec("sm_90a", DTYPES[0], true, false),
             spec("sm_90a", DTYPES[0], false, true),
         ];
-        specs.extend(DTYPES.iter().map(|&dt| persist_spec("sm_90a", dt, false)));
-        specs.push(spec("sm_90a", DTYPES[0], false, false).define("KILN_BWD_SPLIT_232", 1));
-        let label = specs[2].label();
-        assert!(
-            label.contains("KILN_D256_PERSIST=1")
-                && label.contains("KILN_D256_DET=3")
-                && label.contains(&format!("KILN_SMEM={}", persist_smem())),
-            "{label}"
-        );
-        assert!(persist_smem() <= DeviceInfo::h100_sxm().smem_optin_bytes);
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

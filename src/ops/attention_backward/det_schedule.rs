@@ -217,79 +217,6 @@ pub fn run(walks: &[Vec<Add>], sms: usize, rule: Release) -> Option<Vec<Add>> {
     }
 }
 
-/// [`run`] for `bwd_fa3_d256_w2_persist`: `ctas` persistent CTAs taking the blocks ("tiles") from
-/// a counter in launch order, each CTA's adds made in its ring's order across its tiles by two
-/// writers (ring iterations of parity 0 and 1, each in order), on a ring of two stages: the
-/// producer takes ring iteration n once iteration n - 2 has been added (its stage released), and
-/// fetches the CTA's next tile once it has taken the current tile's last iteration, so that a CTA
-/// may hold a tile whose adds wait behind its writers' earlier ones. Some(adds made) when every
-/// tile finishes, None on a hang. Panics on an add out of its tile's order.
-pub fn run_persistent(walks: &[Vec<Add>], ctas: usize) -> Option<usize> {
-    use std::collections::HashMap;
-    let mut counter: HashMap<(usize, usize, usize), usize> = HashMap::new();
-    // per CTA: its ring iterations' adds, how many the producer took, each writer's next
-    struct Cta {
-        adds: Vec<Add>,
-        taken: usize,
-        next: [usize; 2],
-    }
-    let mut fetched = 0;
-    let mut cta: Vec<Cta> = (0..ctas)
-        .map(|_| Cta {
-            adds: Vec::new(),
-            taken: 0,
-            next: [0, 1],
-        })
-        .collect();
-    let mut made = 0;
-    loop {
-        let mut moved = false;
-        for c in cta.iter_mut() {
-            // the producer: iterations while their stage is free; the next tile once it has
-            // taken the current one's last
-            loop {
-                if c.taken == c.adds.len() {
-                    if fetched == walks.len() {
-                        break;
-                    }
-                    c.adds.extend_from_slice(&walks[fetched]);
-                    fetched += 1;
-                    moved = true;
-                    continue;
-                }
-                let n = c.taken;
-                if n >= 2 && c.next[n % 2] <= n - 2 {
-                    break;
-                }
-                c.taken += 1;
-                moved = true;
-            }
-            // the writers: their next taken iteration once its turn has come
-            for w in 0..2 {
-                while c.next[w] < c.taken {
-                    let a = c.adds[c.next[w]];
-                    let at = counter.entry((a.b, a.h, a.mb)).or_insert(0);
-                    if *at < a.rank {
-                        break;
-                    }
-                    assert_eq!(*at, a.rank, "{a:?} added out of order");
-                    *at += 1;
-                    c.next[w] += 2;
-                    made += 1;
-                    moved = true;
-                }
-            }
-        }
-        let total: usize = walks.iter().map(|w| w.len()).sum();
-        if made == total {
-            return Some(made);
-        }
-        if !moved {
-            return None;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,39 +375,6 @@ mod tests {
                 p.attn.head_dim = 256;
                 let w = walks(&p, 64, 64, 132);
                 assert!(run(&w, 132, Release::BeforeWait).is_some());
-            }
-        }
-    }
-
-    /// `bwd_fa3_d256_w2_persist`'s tiles (w2's walks in w2's launch order, the waves the
-    /// persistent CTAs) on `run_persistent`'s CTAs: every run finishes, short walks (a tile of one
-    /// iteration, whose next tile a CTA fetches at once) and the grids included.
-    #[test]
-    fn the_d256_persistent_tiles_run_on_as_many_ctas_as_their_waves() {
-        for causal in [false, true] {
-            for (hq, hkv) in [(1, 1), (4, 2), (4, 1)] {
-                for (sq, skv) in [
-                    (1, 1),
-                    (64, 2049),
-                    (65, 200),
-                    (100, 2049),
-                    (1000, 1000),
-                    (2049, 2049),
-                    (700, 900),
-                ] {
-                    for ctas in [132, 5, 1] {
-                        let mut p = problem(3, hq, hkv, sq, skv, causal);
-                        p.attn.head_dim = 256;
-                        let w = walks(&p, 64, 64, ctas);
-                        let n: usize = w.iter().map(|b| b.len()).sum();
-                        assert_eq!(run_persistent(&w, ctas), Some(n), "{} on {ctas}", p.label());
-                    }
-                }
-            }
-            for (b, h, s) in [(4, 3, 4096), (1, 2, 16384)] {
-                let mut p = problem(b, h, h, s, s, causal);
-                p.attn.head_dim = 256;
-                assert!(run_persistent(&walks(&p, 64, 64, 132), 132).is_some());
             }
         }
     }

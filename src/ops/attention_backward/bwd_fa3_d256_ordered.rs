@@ -14,6 +14,12 @@
 //! deterministic run `bwd_fa3_d256_tma`.
 //!   `bwd_fa3_d256_w2`: the deterministic default at d256 (ledger D31, D33: 0.84-0.95x the
 //!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds).
+//!   `bwd_fa3_d256_w2_gs1` (ledger D102; compiled when asked for, outside the variant budget): w2
+//!   with every rotated group's blocks one query block apart (`KILN_BWD_DET_GS1`), where a
+//!   wave's part of a head smaller than the walk spreads them per_head / gn apart.
+//!   `bwd_fa3_d256_w2_pf` (ledger D103; compiled when asked for): w2 whose writers prefetch their
+//!   next block's dQ tile into L2 two steps before its ordered reduces (`KILN_D256_DQ_PREFETCH`).
+//!   `bwd_fa3_d256_rotated_gs1`: the diagnostic below on `bwd_fa3_d256_w2_gs1`'s walks.
 //!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
 //!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
@@ -54,6 +60,19 @@ pub enum D256Det {
     /// `bwd_fa3_d256_rotated`: the diagnostic, w2's walks without the order on problems that are
     /// not deterministic.
     Rotated,
+    /// `bwd_fa3_d256_w2_gs1`: w2 with every rotated group's blocks one query block apart.
+    W2Gs1,
+    /// `bwd_fa3_d256_rotated_gs1`: the diagnostic on `bwd_fa3_d256_w2_gs1`'s walks.
+    RotatedGs1,
+    /// `bwd_fa3_d256_w2_pf`: w2 whose writers prefetch their next dQ tile into L2.
+    W2Pf,
+}
+
+impl D256Det {
+    /// A run that is not deterministic on the rotated walks (the diagnostics).
+    fn rotated(self) -> bool {
+        matches!(self, D256Det::Rotated | D256Det::RotatedGs1)
+    }
 }
 
 /// One of the versions on the d256 two-writer kernel.
@@ -68,8 +87,20 @@ impl BwdFa3D256Ordered {
     pub const W2: Self = BwdFa3D256Ordered(D256Det::W2);
     /// `bwd_fa3_d256_rotated`.
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
+    /// `bwd_fa3_d256_w2_gs1`.
+    pub const W2_GS1: Self = BwdFa3D256Ordered(D256Det::W2Gs1);
+    /// `bwd_fa3_d256_rotated_gs1`.
+    pub const ROTATED_GS1: Self = BwdFa3D256Ordered(D256Det::RotatedGs1);
+    /// `bwd_fa3_d256_w2_pf`.
+    pub const W2_PF: Self = BwdFa3D256Ordered(D256Det::W2Pf);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 2] = [Self::W2, Self::ROTATED];
+    pub const ALL: [Self; 5] = [
+        Self::W2,
+        Self::ROTATED,
+        Self::W2_GS1,
+        Self::ROTATED_GS1,
+        Self::W2_PF,
+    ];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -111,14 +142,23 @@ impl BwdFa3D256Ordered {
         det_trace: u64,
     ) -> Result<()> {
         let p16 = ctx.overrides.attention.bwd_d256_p16;
-        let main = spec(&ctx.arch(), p.attn.dtype, p16, trace);
+        let main = self.with_defines(spec(&ctx.arch(), p.attn.dtype, p16, trace));
         let sched = Sched {
             det_writers: Some(WRITERS),
             det_trace,
-            rotate: self.0 == D256Det::Rotated,
+            rotate: self.0.rotated(),
             ..Sched::of(ctx)
         };
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, true, sched)
+    }
+
+    /// w2's kernel `s` with this version's define (`KILN_BWD_DET_GS1`, `KILN_D256_DQ_PREFETCH`).
+    pub fn with_defines(&self, s: KernelSpec) -> KernelSpec {
+        match self.0 {
+            D256Det::W2Gs1 | D256Det::RotatedGs1 => s.define("KILN_BWD_DET_GS1", 1),
+            D256Det::W2Pf => s.define("KILN_D256_DQ_PREFETCH", 1),
+            D256Det::W2 | D256Det::Rotated => s,
+        }
     }
 }
 
@@ -141,12 +181,18 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_w2",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
+            D256Det::W2Gs1 => "bwd_fa3_d256_w2_gs1",
+            D256Det::RotatedGs1 => "bwd_fa3_d256_rotated_gs1",
+            D256Det::W2Pf => "bwd_fa3_d256_w2_pf",
         }
     }
     fn summary(&self) -> &'static str {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
+            D256Det::W2Gs1 => "bwd_fa3_d256_w2 with every rotated group's blocks one query block apart (a wave's part of a head too)",
+            D256Det::RotatedGs1 => "bwd_fa3_d256_rotated on bwd_fa3_d256_w2_gs1's walks (a diagnostic)",
+            D256Det::W2Pf => "bwd_fa3_d256_w2 whose writers prefetch their next block's dQ tile into L2",
         }
     }
     fn rung(&self) -> u32 {
@@ -155,6 +201,9 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             + match self.0 {
                 D256Det::W2 => 0,
                 D256Det::Rotated => 1,
+                D256Det::W2Gs1 => 2,
+                D256Det::RotatedGs1 => 3,
+                D256Det::W2Pf => 4,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
@@ -173,7 +222,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         }
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        if !p.deterministic && self.0 != D256Det::Rotated {
+        if !p.deterministic && !self.0.rotated() {
             return bwd_fa3_d256::BwdFa3D256(D256::Staged).launch(ctx, p, ops);
         }
         self.launch_with(ctx, p, ops, false, 0)
@@ -204,10 +253,19 @@ mod tests {
         let p = |d, det| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), det);
         let r = Registry::default();
         let names: Vec<&str> = BwdFa3D256Ordered::ALL.iter().map(|v| v.name()).collect();
-        assert_eq!(names, ["bwd_fa3_d256_w2", "bwd_fa3_d256_rotated"]);
+        assert_eq!(
+            names,
+            [
+                "bwd_fa3_d256_w2",
+                "bwd_fa3_d256_rotated",
+                "bwd_fa3_d256_w2_gs1",
+                "bwd_fa3_d256_rotated_gs1",
+                "bwd_fa3_d256_w2_pf"
+            ]
+        );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 2);
+        assert_eq!(rungs.len(), 5);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -260,14 +318,24 @@ mod tests {
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (`KILN_BWD_D256_P16`'s; traced) compile for sm_90a with no local memory, no
-    /// wgmma serialisation and the register split honoured (w2's own in tests/compile.rs).
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced; gs1's and pf's bf16 and f16) compile for
+    /// sm_90a with no local memory, no wgmma serialisation and the register split honoured (w2's
+    /// own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
-        let specs = vec![
+        let mut specs = vec![
             spec("sm_90a", DTYPES[0], true, false),
             spec("sm_90a", DTYPES[0], false, true),
         ];
+        for v in [BwdFa3D256Ordered::W2_GS1, BwdFa3D256Ordered::W2_PF] {
+            specs.extend(
+                DTYPES
+                    .iter()
+                    .map(|&dt| v.with_defines(spec("sm_90a", dt, false, false))),
+            );
+        }
+        assert!(specs[2].label().contains("KILN_BWD_DET_GS1=1"));
+        assert!(specs[4].label().contains("KILN_D256_DQ_PREFETCH=1"));
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

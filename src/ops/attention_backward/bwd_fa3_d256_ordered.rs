@@ -36,12 +36,13 @@
 //! Deleted on 2026-12-01 (ledger D90): `bwd_fa3_d256_w2_pair` (w2 in clusters of two key blocks,
 //! the two CTAs' dQ partials summed in shared memory by one warp before one ordered reduce a
 //! pair: 0.51-0.56x w2, a serial cost of ~3 us a step), for `bwd_fa3_d256_w2_persist`.
-//! Deleted on 2026-12-01 (ledger D100), each having lost two rounds to w2: `bwd_fa3_d256_w2_persist`
-//! (D91: w2's writers on the persistent walk, 0.960-0.968x) and its diagnostic
-//! `bwd_fa3_d256_w2_r232` (D92: w2 at the persistent kernel's 40 / 232 register split, 0.967-0.985x).
-//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of the kernel compiled with
-//! `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the record's
-//! layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
+//! Deleted on 2026-12-01 (ledger D100), each having lost two rounds to w2:
+//! `bwd_fa3_d256_w2_persist` (D91: w2's writers on the persistent walk, 0.960-0.968x) and its
+//! diagnostic `bwd_fa3_d256_w2_r232` (D92: w2 at the persistent kernel's 40 / 232 register
+//! split, 0.967-0.985x).
+//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of an ordered form's
+//! kernel compiled with `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions
+//! and bumps (the record's layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
 
 use super::bwd_fa3_d256::{self, D256};
 use super::bwd_fa3_wgmma::Sched;
@@ -107,7 +108,8 @@ impl BwdFa3D256Ordered {
         Self::ALL.into_iter().find(|v| v.name() == name)
     }
 
-    /// One launch of the deterministic `p` on the kernel compiled with `KILN_D256_TRACE`, and its
+    /// One launch of the deterministic `p` on this version's kernel compiled with `KILN_D256_TRACE`
+    /// (w2's, or with gs1's or pf's define: their waits beside w2's), and its
     /// stamps: [`TRACE_WORDS`] u32 a record, record `(block · 2 + role) · group · m_blocks + it`
     /// (`bwd_fa3_d256.cu` says what each word holds; a record never stamped stays 0). For `kiln
     /// attn bench --backward --det-trace`; never part of dispatch.
@@ -117,10 +119,10 @@ impl BwdFa3D256Ordered {
         p: &BackwardProblem,
         ops: &BackwardOperands,
     ) -> Result<Vec<u32>> {
-        if !p.deterministic || self.0 != D256Det::W2 {
+        if !p.deterministic || self.0.rotated() {
             return Err(Error::Unsupported {
                 kernel: self.name().into(),
-                reason: "the trace stamps the deterministic mode's ordered adds of one CTA a cluster; add --deterministic and name bwd_fa3_d256_w2".into(),
+                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic and name an ordered form (bwd_fa3_d256_w2, _w2_gs1, _w2_pf)".into(),
             });
         }
         let a = &p.attn;
@@ -318,9 +320,9 @@ mod tests {
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (`KILN_BWD_D256_P16`'s; traced; gs1's and pf's bf16 and f16) compile for
-    /// sm_90a with no local memory, no wgmma serialisation and the register split honoured (w2's
-    /// own in tests/compile.rs).
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced, w2's and gs1's; gs1's and pf's bf16 and
+    /// f16) compile for sm_90a with no local memory, no wgmma serialisation and the register
+    /// split honoured (w2's own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
         let mut specs = vec![
@@ -334,6 +336,8 @@ mod tests {
                     .map(|&dt| v.with_defines(spec("sm_90a", dt, false, false))),
             );
         }
+        // gs1's stamped kernel (`--det-trace` on `bwd_fa3_d256_w2_gs1`)
+        specs.push(BwdFa3D256Ordered::W2_GS1.with_defines(spec("sm_90a", DTYPES[0], false, true)));
         assert!(specs[2].label().contains("KILN_BWD_DET_GS1=1"));
         assert!(specs[4].label().contains("KILN_D256_DQ_PREFETCH=1"));
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);

@@ -367,18 +367,6 @@ __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk
 // the next turn is waited for (a waiting writer holds no bump: det_schedule.rs), and the next
 // block's counter is read before the completion is waited for, so that the read's round trip
 // overlaps it (as bwd_dq_tile.cuh's eager writer).
-// KILN_D256_DQ_PREFETCH (the host's bwd_fa3_d256_w2_pf, ledger D103): when a writer reads its
-// next block's counter, that block's dQ tile (the accumulator's 64 x 256 fp32 at its query
-// block, the boxes reduce_dq_tile adds) is prefetched into L2, two steps before its reduces: an add
-// whose lines were evicted since the previous adder's (H200, 2026-12-01: w2's reductions hit L2
-// 94.6 %, the rotated walk's without the order 98.8 %) then does not wait for DRAM, and the
-// next adder does not wait for it (the reduce's completion is on the order's path).
-#if defined(KILN_D256_DQ_PREFETCH)
-constexpr bool D256_DQ_PREFETCH = KILN_D256_DQ_PREFETCH != 0;
-#else
-constexpr bool D256_DQ_PREFETCH = false;
-#endif
-static_assert(!D256_DQ_PREFETCH || D256_WRITER, "KILN_D256_DQ_PREFETCH: the writers' next tiles");
 __device__ __forceinline__ void d256_writer(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const TmaMap* tdq, int j) {
   const int writers = p.det_writers == 2 ? 2 : 1;
   if (!D256_WRITER || j >= writers) return;
@@ -418,13 +406,7 @@ __device__ __forceinline__ void d256_writer(const AttnBwdArgs& p, const BwdWalk&
         // block's bump is later), then the completion and the bump
         int h2, mb2;
         u32 turn2;
-        if (it + writers < k.iters) {
-          at = ld_acquire(slot(it + writers, h2, mb2, turn2));
-          if (D256_DQ_PREFETCH) {
-#pragma unroll
-            for (int c = 0; c < 2 * DQ_PIECES; ++c) tma_prefetch_l2_5d(tdq, 0, c, mb2 * BM, h2, k.b);
-          }
-        }
+        if (it + writers < k.iters) at = ld_acquire(slot(it + writers, h2, mb2, turn2));
         d256_stamp(p, 0, it, EV_CW0);
         tma_store_wait<0>();
         d256_stamp(p, 0, it, EV_CW1);

@@ -11,14 +11,6 @@
 // are dropped. Asynchronous, in the issuing thread's bulk group: tma_store_commit(), then
 // tma_store_wait_read() before rewriting `src`. Its writers fence it first
 // (fence_proxy_async_shared, then a barrier).
-// The box at element coordinates (c0 innermost .. c4) fetched into L2 (no shared memory, no
-// barrier, nothing to wait for): a later access to it finds it there.
-__device__ __forceinline__ void tma_prefetch_l2_5d(const TmaMap* map, int c0, int c1, int c2, int c3, int c4) {
-  asm volatile("cp.async.bulk.prefetch.tensor.5d.L2.global.tile [%0, {%1, %2, %3, %4, %5}];\n" ::"l"(reinterpret_cast<u64>(map)), "r"(c0),
-               "r"(c1), "r"(c2), "r"(c3), "r"(c4)
-               : "memory");
-}
-
 __device__ __forceinline__ void tma_reduce_add_5d(const TmaMap* map, u32 src, int c0, int c1, int c2, int c3, int c4) {
   asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];\n" ::"l"(
                    reinterpret_cast<u64>(map)),

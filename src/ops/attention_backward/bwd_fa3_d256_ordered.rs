@@ -17,8 +17,6 @@
 //!   `bwd_fa3_d256_w2_gs1` (ledger D102; compiled when asked for, outside the variant budget): w2
 //!   with every rotated group's blocks one query block apart (`KILN_BWD_DET_GS1`), where a
 //!   wave's part of a head smaller than the walk spreads them per_head / gn apart.
-//!   `bwd_fa3_d256_w2_pf` (ledger D103; compiled when asked for): w2 whose writers prefetch their
-//!   next block's dQ tile into L2 two steps before its ordered reduces (`KILN_D256_DQ_PREFETCH`).
 //!   `bwd_fa3_d256_rotated_gs1`: the diagnostic below on `bwd_fa3_d256_w2_gs1`'s walks.
 //!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
@@ -36,6 +34,8 @@
 //! Deleted on 2026-12-01 (ledger D90): `bwd_fa3_d256_w2_pair` (w2 in clusters of two key blocks,
 //! the two CTAs' dQ partials summed in shared memory by one warp before one ordered reduce a
 //! pair: 0.51-0.56x w2, a serial cost of ~3 us a step), for `bwd_fa3_d256_w2_persist`.
+//! Deleted on 2026-12-01 (ledger D105): `bwd_fa3_d256_w2_pf` (D103: w2's writers prefetching their
+//! next dQ tile into L2, 0.87-0.94x w2 in two calls).
 //! Deleted on 2026-12-01 (ledger D100), each having lost two rounds to w2:
 //! `bwd_fa3_d256_w2_persist` (D91: w2's writers on the persistent walk, 0.960-0.968x) and its
 //! diagnostic `bwd_fa3_d256_w2_r232` (D92: w2 at the persistent kernel's 40 / 232 register
@@ -65,8 +65,6 @@ pub enum D256Det {
     W2Gs1,
     /// `bwd_fa3_d256_rotated_gs1`: the diagnostic on `bwd_fa3_d256_w2_gs1`'s walks.
     RotatedGs1,
-    /// `bwd_fa3_d256_w2_pf`: w2 whose writers prefetch their next dQ tile into L2.
-    W2Pf,
 }
 
 impl D256Det {
@@ -92,16 +90,8 @@ impl BwdFa3D256Ordered {
     pub const W2_GS1: Self = BwdFa3D256Ordered(D256Det::W2Gs1);
     /// `bwd_fa3_d256_rotated_gs1`.
     pub const ROTATED_GS1: Self = BwdFa3D256Ordered(D256Det::RotatedGs1);
-    /// `bwd_fa3_d256_w2_pf`.
-    pub const W2_PF: Self = BwdFa3D256Ordered(D256Det::W2Pf);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 5] = [
-        Self::W2,
-        Self::ROTATED,
-        Self::W2_GS1,
-        Self::ROTATED_GS1,
-        Self::W2_PF,
-    ];
+    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::W2_GS1, Self::ROTATED_GS1];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -109,7 +99,7 @@ impl BwdFa3D256Ordered {
     }
 
     /// One launch of the deterministic `p` on this version's kernel compiled with `KILN_D256_TRACE`
-    /// (w2's, or with gs1's or pf's define: their waits beside w2's), and its
+    /// (w2's, or with gs1's define: its waits beside w2's), and its
     /// stamps: [`TRACE_WORDS`] u32 a record, record `(block · 2 + role) · group · m_blocks + it`
     /// (`bwd_fa3_d256.cu` says what each word holds; a record never stamped stays 0). For `kiln
     /// attn bench --backward --det-trace`; never part of dispatch.
@@ -122,7 +112,7 @@ impl BwdFa3D256Ordered {
         if !p.deterministic || self.0.rotated() {
             return Err(Error::Unsupported {
                 kernel: self.name().into(),
-                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic and name an ordered form (bwd_fa3_d256_w2, _w2_gs1, _w2_pf)".into(),
+                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic and name an ordered form (bwd_fa3_d256_w2, _w2_gs1)".into(),
             });
         }
         let a = &p.attn;
@@ -154,11 +144,10 @@ impl BwdFa3D256Ordered {
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, true, sched)
     }
 
-    /// w2's kernel `s` with this version's define (`KILN_BWD_DET_GS1`, `KILN_D256_DQ_PREFETCH`).
+    /// w2's kernel `s` with this version's define (`KILN_BWD_DET_GS1`).
     pub fn with_defines(&self, s: KernelSpec) -> KernelSpec {
         match self.0 {
             D256Det::W2Gs1 | D256Det::RotatedGs1 => s.define("KILN_BWD_DET_GS1", 1),
-            D256Det::W2Pf => s.define("KILN_D256_DQ_PREFETCH", 1),
             D256Det::W2 | D256Det::Rotated => s,
         }
     }
@@ -185,7 +174,6 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::Rotated => "bwd_fa3_d256_rotated",
             D256Det::W2Gs1 => "bwd_fa3_d256_w2_gs1",
             D256Det::RotatedGs1 => "bwd_fa3_d256_rotated_gs1",
-            D256Det::W2Pf => "bwd_fa3_d256_w2_pf",
         }
     }
     fn summary(&self) -> &'static str {
@@ -194,7 +182,6 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
             D256Det::W2Gs1 => "bwd_fa3_d256_w2 with every rotated group's blocks one query block apart (a wave's part of a head too)",
             D256Det::RotatedGs1 => "bwd_fa3_d256_rotated on bwd_fa3_d256_w2_gs1's walks (a diagnostic)",
-            D256Det::W2Pf => "bwd_fa3_d256_w2 whose writers prefetch their next block's dQ tile into L2",
         }
     }
     fn rung(&self) -> u32 {
@@ -205,7 +192,6 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
                 D256Det::Rotated => 1,
                 D256Det::W2Gs1 => 2,
                 D256Det::RotatedGs1 => 3,
-                D256Det::W2Pf => 4,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
@@ -261,13 +247,12 @@ mod tests {
                 "bwd_fa3_d256_w2",
                 "bwd_fa3_d256_rotated",
                 "bwd_fa3_d256_w2_gs1",
-                "bwd_fa3_d256_rotated_gs1",
-                "bwd_fa3_d256_w2_pf"
+                "bwd_fa3_d256_rotated_gs1"
             ]
         );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 5);
+        assert_eq!(rungs.len(), 4);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -289,7 +274,7 @@ mod tests {
                 && !label.contains("KILN_D256_TRACE"),
             "{label}"
         );
-        // deleted (ledger D30, D50, D60, D90, D100)
+        // deleted (ledger D30, D50, D60, D90, D100, D105)
         for gone in [
             "bwd_fa3_d256_chains",
             "bwd_fa3_d256_ordered",
@@ -301,6 +286,7 @@ mod tests {
             "bwd_fa3_d256_w2_pair",
             "bwd_fa3_d256_w2_persist",
             "bwd_fa3_d256_w2_r232",
+            "bwd_fa3_d256_w2_pf",
         ] {
             assert_eq!(BwdFa3D256Ordered::by_name(gone), None);
             assert!(r
@@ -320,8 +306,8 @@ mod tests {
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (`KILN_BWD_D256_P16`'s; traced, w2's and gs1's; gs1's and pf's bf16 and
-    /// f16) compile for sm_90a with no local memory, no wgmma serialisation and the register
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced, w2's and gs1's; gs1's bf16 and f16) compile
+    /// for sm_90a with no local memory, no wgmma serialisation and the register
     /// split honoured (w2's own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
@@ -329,17 +315,14 @@ mod tests {
             spec("sm_90a", DTYPES[0], true, false),
             spec("sm_90a", DTYPES[0], false, true),
         ];
-        for v in [BwdFa3D256Ordered::W2_GS1, BwdFa3D256Ordered::W2_PF] {
-            specs.extend(
-                DTYPES
-                    .iter()
-                    .map(|&dt| v.with_defines(spec("sm_90a", dt, false, false))),
-            );
-        }
+        specs.extend(
+            DTYPES.iter().map(|&dt| {
+                BwdFa3D256Ordered::W2_GS1.with_defines(spec("sm_90a", dt, false, false))
+            }),
+        );
         // gs1's stamped kernel (`--det-trace` on `bwd_fa3_d256_w2_gs1`)
         specs.push(BwdFa3D256Ordered::W2_GS1.with_defines(spec("sm_90a", DTYPES[0], false, true)));
         assert!(specs[2].label().contains("KILN_BWD_DET_GS1=1"));
-        assert!(specs[4].label().contains("KILN_D256_DQ_PREFETCH=1"));
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

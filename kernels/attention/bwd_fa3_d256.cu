@@ -147,12 +147,8 @@ constexpr bool D256_PERSIST = KILN_D256_PERSIST != 0;
 #else
 constexpr bool D256_PERSIST = false;
 #endif
-static_assert(!D256_PERSIST || (DQ_STAGED && (!D256_DET || D256_WRITER) && !D256_TRACE && BWD_CLUSTER == 1 && !BWD_WINDOW && !BWD_VARLEN),
-              "KILN_D256_PERSIST: the staged dQ (KILN_D256_DQ 1), deterministic only by the writers (KILN_D256_DET 3, unstamped), dense, one CTA a cluster");
-// KILN_D256_PERSIST with KILN_D256_DET 3 (the host's bwd_fa3_d256_w2_persist): w2's writers on
-// the persistent walk; the tiles' walks and order are w2's over the counter's index
-// (bwd_d256_persist_det.cuh).
-constexpr bool D256_PERSIST_DET = D256_PERSIST && D256_WRITER;
+static_assert(!D256_PERSIST || (DQ_STAGED && !D256_DET && BWD_CLUSTER == 1 && !BWD_WINDOW && !BWD_VARLEN),
+              "KILN_D256_PERSIST: the staged dQ (KILN_D256_DQ 1), not deterministic, dense, one CTA a cluster");
 
 // Pᵀ exchanged in fp32, [SR / 4][128 threads] of float4 (a warp's 32 float4 stores are 512
 // contiguous bytes), or packed (P16).
@@ -162,8 +158,7 @@ constexpr u32 OFF_PX = OFF_DS + 2 * DS_BYTES;
 constexpr u32 OFF_VEC = OFF_PX + PX_BYTES;  // per stage: LSE·log2e [BM], then D [BM]
 constexpr u32 OFF_BARS = OFF_VEC + STAGES * 2 * BM * 4;
 // (D256_PERSIST: kv_empty and the tile's index after the ring's barriers, 16 bytes more)
-static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES) + (D256_PERSIST ? 16 : 0) + (D256_PERSIST_DET ? 8 * 4 : 0),
-              "KILN_SMEM too small");
+static_assert(KILN_SMEM >= 1024 + OFF_BARS + 8 * (1 + 2 * STAGES) + (D256_PERSIST ? 16 : 0), "KILN_SMEM too small");
 constexpr u32 BAR_DS = 1, BAR_P_READY = 4, BAR_P_FREE = 5, BAR_TILE = 6;  // (3: add_dq_in_order's)
 static_assert(Q_BYTES == 64 * QN * 4, "a consumer's staged dQ (64 x 128 fp32) fills one half of a ring stage");
 
@@ -177,8 +172,6 @@ __device__ __forceinline__ u32 d256_at16(u32 addr) { return (BWD_CLUSTER > 1 ? a
 // D256_PERSIST: K and V read by every consumer warp (8 arrivals), and the tile index shared with them.
 __device__ __forceinline__ u32 d256_kv_empty(const BwdSmem& sm) { return sm.kv_full + 8 * (1 + 2 * STAGES); }
 __device__ __forceinline__ u32 d256_tile_at(const BwdSmem& sm) { return d256_kv_empty(sm) + 8; }
-// D256_PERSIST_DET: the CTA's tile j as {j, index} at slot j % 4 (the writers' ring of tiles).
-__device__ __forceinline__ u32 d256_tile_ring(const BwdSmem& sm, int j) { return d256_tile_at(sm) + 8 + 8 * (j % 4); }
 
 // Stage s released by `count` arrivals of this thread: on this CTA's empty barrier, or on both
 // CTAs' when paired (BWD_CLUSTER 2: both multicast into it).
@@ -429,19 +422,12 @@ __device__ __forceinline__ void d256_writer(const AttnBwdArgs& p, const BwdWalk&
 
 // D256_PERSIST: the tiles (key blocks of every key/value head and batch) and tile t's walk: in
 // the grid's order (key blocks fastest), or lpt_block's over the linear index (p.lpt_heads > 0,
-// causal: chunks of lpt_heads pairs, key block slowest within a chunk). D256_PERSIST_DET: w2's
-// (det_walk's) over the linear index: causal, each head's key blocks in reverse; non-causal, the
-// walk rotated within its wave's group (d256_tile_group).
-__device__ __forceinline__ BwdWalk d256_tile_walk(const AttnBwdArgs& p, int t);
-#include "attention/bwd_d256_persist_det.cuh"
+// causal: chunks of lpt_heads pairs, key block slowest within a chunk).
 __device__ __forceinline__ int d256_tiles(const AttnBwdArgs& p) { return (p.skv + BN - 1) / BN * (p.heads_q / p.group) * p.batch; }
 __device__ __forceinline__ BwdWalk d256_tile_walk(const AttnBwdArgs& p, int t) {
   const int nx = (p.skv + BN - 1) / BN, hkv = p.heads_q / p.group;
   int nb, pair;
-  if (D256_PERSIST_DET) {
-    nb = t % nx, pair = t / nx;
-    if (p.det_order == 2) nb = nx - 1 - nb;  // (the causal order: the later key blocks first)
-  } else if (p.lpt_heads > 0) {
+  if (p.lpt_heads > 0) {
     const int g = p.lpt_heads, chunk = t / (g * nx), r = t - chunk * g * nx;
     const int gc = min(g, hkv * p.batch - chunk * g);
     pair = chunk * g + r % gc, nb = r / gc;
@@ -455,10 +441,6 @@ __device__ __forceinline__ BwdWalk d256_tile_walk(const AttnBwdArgs& p, int t) {
   k.m_first = p.causal ? max(0, k.n0 - k.off) / BM : 0;
   k.per_head = (p.sq + BM - 1) / BM - k.m_first;
   k.iters = p.group * k.per_head;
-  if (D256_PERSIST_DET && p.det_order == 1) {
-    const DetGroup g = d256_tile_group(p, t);
-    k.m_first = (nb - g.g0) * g.gs;
-  }
   return k;
 }
 
@@ -491,7 +473,6 @@ __device__ __forceinline__ void d256_produce_tiles(const AttnBwdArgs& p, const B
         if (j > 0) mbar_wait(d256_kv_empty(sm), (j - 1) & 1);
         if (lane == 0) {
           asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(d256_tile_at(sm)), "r"(done ? -1 : tile) : "memory");
-          if (D256_PERSIST_DET) d256_put_tile(sm, j, done ? -1 : tile);  // (for the writers)
           if (done) {
             mbar_arrive(sm.kv_full);
           } else {
@@ -502,11 +483,7 @@ __device__ __forceinline__ void d256_produce_tiles(const AttnBwdArgs& p, const B
       }
       if (it == iters) break;
       int h, mb;
-      if (D256_PERSIST_DET) {
-        det_walk_at(k, p, it, h, mb);  // (a rotated walk wraps)
-      } else {
-        walk_at(k, p, it, h, mb);
-      }
+      walk_at(k, p, it, h, mb);
       const int m0 = mb * BM;
       const int s = sm.qring.acquire(g0 + it);
       if (lane == 0) {
@@ -585,23 +562,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   };
   if constexpr (D256_PERSIST) {
     if (threadIdx.x == 0) mbar_init(d256_kv_empty(bwd_smem(smem_raw, OFF_VEC, OFF_BARS)), 8);  // (bwd_start fences the inits)
-    if (D256_PERSIST_DET && threadIdx.x == 0) d256_tile_ring_init(bwd_smem(smem_raw, OFF_VEC, OFF_BARS));
     const BwdSmem sm = bwd_start(smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, tdq);
-    ws_roles<PERSIST_PRODUCER_REGS, PERSIST_CONSUMER_REGS, D256_PERSIST_DET ? 96 : 32>(
-        warpgroup_index(),
-        [&] {
-          if constexpr (D256_PERSIST_DET) {
-            // warp 0 the producer, warps 1 and 2 the writers (as bwd_kernel's)
-            const int w = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 32), 0);
-            if (w == 0) {
-              d256_produce_tiles(p, sm, &tq, &tk, &tv, &tdo);
-            } else {
-              d256_writer_tiles(p, sm, tdq, w - 1);
-            }
-          } else {
-            d256_produce_tiles(p, sm, &tq, &tk, &tv, &tdo);
-          }
-        },
+    ws_roles<PERSIST_PRODUCER_REGS, PERSIST_CONSUMER_REGS, 32>(
+        warpgroup_index(), [&] { d256_produce_tiles(p, sm, &tq, &tk, &tv, &tdo); },
         [&](int c) {
           BwdThread th;
           th.c = c, th.w = (threadIdx.x / 32) % 4, th.lane = threadIdx.x % 32, th.t = th.lane & 3;

@@ -346,10 +346,6 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_dq_stage.cuh"),
     ),
     (
-        "attention/bwd_d256_persist_det.cuh",
-        include_str!("../../kernels/attention/bwd_d256_persist_det.cuh"),
-    ),
-    (
         "attention/bwd_tail.cuh",
         include_str!("../../kernels/attention/bwd_tail.cuh"),
     ),

@@ -14,15 +14,10 @@
 //! deterministic run `bwd_fa3_d256_tma`.
 //!   `bwd_fa3_d256_w2`: the deterministic default at d256 (ledger D31, D33: 0.84-0.95x the
 //!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds).
-//!   `bwd_fa3_d256_w2_persist` (ledger D91; compiled when asked for, outside the variant budget):
-//!   w2's writers on `bwd_fa3_d256_persist`'s walk (the define `KILN_D256_PERSIST` with
-//!   `KILN_D256_DET` 3, `kernels/attention/bwd_d256_persist_det.cuh`): one CTA a SM taking key
-//!   blocks from a counter in the grid's order, so that the waves, walks and order of adds are
-//!   w2's, with the next block's first stage and K, V loaded under the current one's end and the
-//!   last ordered adds of a block no longer holding its SM.
-//!   `bwd_fa3_d256_w2_r232` (ledger D92; a diagnostic, compiled when asked for): w2's kernel at
-//!   the persistent kernel's register split (`KILN_BWD_SPLIT_232`: 40 / 232, where w2 runs
-//!   24 / 240), what that split alone costs w2_persist.
+//!   `bwd_fa3_d256_w2_gs1` (ledger D102; compiled when asked for, outside the variant budget): w2
+//!   with every rotated group's blocks one query block apart (`KILN_BWD_DET_GS1`), where a
+//!   wave's part of a head smaller than the walk spreads them per_head / gn apart.
+//!   `bwd_fa3_d256_rotated_gs1`: the diagnostic below on `bwd_fa3_d256_w2_gs1`'s walks.
 //!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
 //!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
@@ -39,12 +34,18 @@
 //! Deleted on 2026-12-01 (ledger D90): `bwd_fa3_d256_w2_pair` (w2 in clusters of two key blocks,
 //! the two CTAs' dQ partials summed in shared memory by one warp before one ordered reduce a
 //! pair: 0.51-0.56x w2, a serial cost of ~3 us a step), for `bwd_fa3_d256_w2_persist`.
-//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of the kernel compiled with
-//! `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the record's
-//! layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
+//! Deleted on 2026-12-01 (ledger D105): `bwd_fa3_d256_w2_pf` (D103: w2's writers prefetching their
+//! next dQ tile into L2, 0.87-0.94x w2 in two calls).
+//! Deleted on 2026-12-01 (ledger D100), each having lost two rounds to w2:
+//! `bwd_fa3_d256_w2_persist` (D91: w2's writers on the persistent walk, 0.960-0.968x) and its
+//! diagnostic `bwd_fa3_d256_w2_r232` (D92: w2 at the persistent kernel's 40 / 232 register
+//! split, 0.967-0.985x).
+//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of an ordered form's
+//! kernel compiled with `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions
+//! and bumps (the record's layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
 
 use super::bwd_fa3_d256::{self, D256};
-use super::bwd_fa3_wgmma::{launch_main, Sched};
+use super::bwd_fa3_wgmma::Sched;
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
@@ -60,12 +61,17 @@ pub enum D256Det {
     /// `bwd_fa3_d256_rotated`: the diagnostic, w2's walks without the order on problems that are
     /// not deterministic.
     Rotated,
-    /// `bwd_fa3_d256_w2_persist`: w2 on the persistent walk (one CTA a SM, key blocks from a
-    /// counter in the grid's order).
-    Persist,
-    /// `bwd_fa3_d256_w2_r232`: a diagnostic, w2 with the persistent kernel's register split
-    /// (`KILN_BWD_SPLIT_232`: 40 / 232 where w2 has 24 / 240).
-    R232,
+    /// `bwd_fa3_d256_w2_gs1`: w2 with every rotated group's blocks one query block apart.
+    W2Gs1,
+    /// `bwd_fa3_d256_rotated_gs1`: the diagnostic on `bwd_fa3_d256_w2_gs1`'s walks.
+    RotatedGs1,
+}
+
+impl D256Det {
+    /// A run that is not deterministic on the rotated walks (the diagnostics).
+    fn rotated(self) -> bool {
+        matches!(self, D256Det::Rotated | D256Det::RotatedGs1)
+    }
 }
 
 /// One of the versions on the d256 two-writer kernel.
@@ -80,19 +86,20 @@ impl BwdFa3D256Ordered {
     pub const W2: Self = BwdFa3D256Ordered(D256Det::W2);
     /// `bwd_fa3_d256_rotated`.
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
-    /// `bwd_fa3_d256_w2_persist`.
-    pub const PERSIST: Self = BwdFa3D256Ordered(D256Det::Persist);
-    /// `bwd_fa3_d256_w2_r232`.
-    pub const R232: Self = BwdFa3D256Ordered(D256Det::R232);
+    /// `bwd_fa3_d256_w2_gs1`.
+    pub const W2_GS1: Self = BwdFa3D256Ordered(D256Det::W2Gs1);
+    /// `bwd_fa3_d256_rotated_gs1`.
+    pub const ROTATED_GS1: Self = BwdFa3D256Ordered(D256Det::RotatedGs1);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::PERSIST, Self::R232];
+    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::W2_GS1, Self::ROTATED_GS1];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|v| v.name() == name)
     }
 
-    /// One launch of the deterministic `p` on the kernel compiled with `KILN_D256_TRACE`, and its
+    /// One launch of the deterministic `p` on this version's kernel compiled with `KILN_D256_TRACE`
+    /// (w2's, or with gs1's define: its waits beside w2's), and its
     /// stamps: [`TRACE_WORDS`] u32 a record, record `(block · 2 + role) · group · m_blocks + it`
     /// (`bwd_fa3_d256.cu` says what each word holds; a record never stamped stays 0). For `kiln
     /// attn bench --backward --det-trace`; never part of dispatch.
@@ -102,10 +109,10 @@ impl BwdFa3D256Ordered {
         p: &BackwardProblem,
         ops: &BackwardOperands,
     ) -> Result<Vec<u32>> {
-        if !p.deterministic || self.0 != D256Det::W2 {
+        if !p.deterministic || self.0.rotated() {
             return Err(Error::Unsupported {
                 kernel: self.name().into(),
-                reason: "the trace stamps the deterministic mode's ordered adds of one CTA a cluster; add --deterministic and name bwd_fa3_d256_w2".into(),
+                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic and name an ordered form (bwd_fa3_d256_w2, _w2_gs1)".into(),
             });
         }
         let a = &p.attn;
@@ -127,70 +134,22 @@ impl BwdFa3D256Ordered {
         det_trace: u64,
     ) -> Result<()> {
         let p16 = ctx.overrides.attention.bwd_d256_p16;
-        if self.0 == D256Det::Persist {
-            // (the waves: the persistent grid, one CTA a SM; the counter and the tile ring in
-            // `persist_smem`)
-            let main = persist_spec(&ctx.arch(), p.attn.dtype, p16);
-            let sched = Sched {
-                det_writers: Some(WRITERS),
-                persist: true,
-                ..Sched::of(ctx)
-            };
-            return launch_main(
-                self.name(),
-                ctx,
-                p,
-                ops,
-                &main,
-                persist_smem(),
-                bwd_fa3_d256::BN,
-                Some(bwd_fa3_d256::DQ_BOX_COLS),
-                true,
-                1,
-                None,
-                sched,
-            );
-        }
-        let main = spec(&ctx.arch(), p.attn.dtype, p16, trace);
-        let main = if self.0 == D256Det::R232 {
-            main.define("KILN_BWD_SPLIT_232", 1)
-        } else {
-            main
-        };
+        let main = self.with_defines(spec(&ctx.arch(), p.attn.dtype, p16, trace));
         let sched = Sched {
             det_writers: Some(WRITERS),
             det_trace,
-            rotate: self.0 == D256Det::Rotated,
+            rotate: self.0.rotated(),
             ..Sched::of(ctx)
         };
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, true, sched)
     }
-}
 
-/// `bwd_fa3_d256_w2_persist`'s shared memory: `bwd_fa3_d256_persist`'s and the writers' ring of
-/// four tiles (`bwd_d256_persist_det.cuh`).
-pub fn persist_smem() -> u32 {
-    bwd_fa3_d256::persist_smem_bytes() + 4 * 8
-}
-
-/// `bwd_fa3_d256_w2_persist`'s kernel for `dtype`: the staged kernel with the defines
-/// `KILN_D256_PERSIST` 1 and `KILN_D256_DET` 3 and its shared memory (`p16`:
-/// `KILN_BWD_D256_P16`).
-pub fn persist_spec(arch: &str, dtype: DType, p16: bool) -> KernelSpec {
-    let s = KernelSpec::new("attention/bwd_fa3_d256.cu", "attn_bwd_fa3_d256", arch)
-        .define("KILN_IN", dtype.code())
-        .define("KILN_D", 256)
-        .define("KILN_BN", bwd_fa3_d256::BN)
-        .define("KILN_STAGES", 2)
-        .define("KILN_DQ_SPLIT", 0)
-        .define("KILN_D256_DQ", 1)
-        .define("KILN_SMEM", persist_smem())
-        .define("KILN_D256_PERSIST", 1)
-        .define("KILN_D256_DET", 3);
-    if p16 {
-        s.define("KILN_D256_P16", 1)
-    } else {
-        s
+    /// w2's kernel `s` with this version's define (`KILN_BWD_DET_GS1`).
+    pub fn with_defines(&self, s: KernelSpec) -> KernelSpec {
+        match self.0 {
+            D256Det::W2Gs1 | D256Det::RotatedGs1 => s.define("KILN_BWD_DET_GS1", 1),
+            D256Det::W2 | D256Det::Rotated => s,
+        }
     }
 }
 
@@ -213,16 +172,16 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_w2",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
-            D256Det::Persist => "bwd_fa3_d256_w2_persist",
-            D256Det::R232 => "bwd_fa3_d256_w2_r232",
+            D256Det::W2Gs1 => "bwd_fa3_d256_w2_gs1",
+            D256Det::RotatedGs1 => "bwd_fa3_d256_rotated_gs1",
         }
     }
     fn summary(&self) -> &'static str {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
-            D256Det::Persist => "bwd_fa3_d256_w2 persistent: one CTA a SM taking key blocks from a counter in the grid's order, the next block's loads under the current one's end",
-            D256Det::R232 => "bwd_fa3_d256_w2 at the persistent kernel's register split, 40 / 232 (a diagnostic of what the split costs)",
+            D256Det::W2Gs1 => "bwd_fa3_d256_w2 with every rotated group's blocks one query block apart (a wave's part of a head too)",
+            D256Det::RotatedGs1 => "bwd_fa3_d256_rotated on bwd_fa3_d256_w2_gs1's walks (a diagnostic)",
         }
     }
     fn rung(&self) -> u32 {
@@ -231,16 +190,12 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             + match self.0 {
                 D256Det::W2 => 0,
                 D256Det::Rotated => 1,
-                D256Det::Persist => 2,
-                D256Det::R232 => 3,
+                D256Det::W2Gs1 => 2,
+                D256Det::RotatedGs1 => 3,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
-        bwd_fa3_d256::supports_staged(p, dev)?;
-        if self.0 == D256Det::Persist {
-            dev.check_smem(persist_smem())?;
-        }
-        Ok(())
+        bwd_fa3_d256::supports_staged(p, dev)
     }
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         // w2's kernels (its preprocess and postprocess are the other d256 versions'); the
@@ -255,7 +210,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         }
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        if !p.deterministic && self.0 != D256Det::Rotated {
+        if !p.deterministic && !self.0.rotated() {
             return bwd_fa3_d256::BwdFa3D256(D256::Staged).launch(ctx, p, ops);
         }
         self.launch_with(ctx, p, ops, false, 0)
@@ -291,8 +246,8 @@ mod tests {
             [
                 "bwd_fa3_d256_w2",
                 "bwd_fa3_d256_rotated",
-                "bwd_fa3_d256_w2_persist",
-                "bwd_fa3_d256_w2_r232"
+                "bwd_fa3_d256_w2_gs1",
+                "bwd_fa3_d256_rotated_gs1"
             ]
         );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
@@ -319,7 +274,7 @@ mod tests {
                 && !label.contains("KILN_D256_TRACE"),
             "{label}"
         );
-        // deleted (ledger D30, D50, D60, D90)
+        // deleted (ledger D30, D50, D60, D90, D100, D105)
         for gone in [
             "bwd_fa3_d256_chains",
             "bwd_fa3_d256_ordered",
@@ -329,6 +284,9 @@ mod tests {
             "bwd_fa3_d256_w2_spread",
             "bwd_fa3_d256_w2_halves",
             "bwd_fa3_d256_w2_pair",
+            "bwd_fa3_d256_w2_persist",
+            "bwd_fa3_d256_w2_r232",
+            "bwd_fa3_d256_w2_pf",
         ] {
             assert_eq!(BwdFa3D256Ordered::by_name(gone), None);
             assert!(r
@@ -348,25 +306,23 @@ mod tests {
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (`KILN_BWD_D256_P16`'s; traced; the persistent one's bf16 and f16) compile
-    /// for sm_90a with no local memory, no wgmma serialisation and the register split honoured
-    /// (w2's own in tests/compile.rs).
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced, w2's and gs1's; gs1's bf16 and f16) compile
+    /// for sm_90a with no local memory, no wgmma serialisation and the register
+    /// split honoured (w2's own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
         let mut specs = vec![
             spec("sm_90a", DTYPES[0], true, false),
             spec("sm_90a", DTYPES[0], false, true),
         ];
-        specs.extend(DTYPES.iter().map(|&dt| persist_spec("sm_90a", dt, false)));
-        specs.push(spec("sm_90a", DTYPES[0], false, false).define("KILN_BWD_SPLIT_232", 1));
-        let label = specs[2].label();
-        assert!(
-            label.contains("KILN_D256_PERSIST=1")
-                && label.contains("KILN_D256_DET=3")
-                && label.contains(&format!("KILN_SMEM={}", persist_smem())),
-            "{label}"
+        specs.extend(
+            DTYPES.iter().map(|&dt| {
+                BwdFa3D256Ordered::W2_GS1.with_defines(spec("sm_90a", dt, false, false))
+            }),
         );
-        assert!(persist_smem() <= DeviceInfo::h100_sxm().smem_optin_bytes);
+        // gs1's stamped kernel (`--det-trace` on `bwd_fa3_d256_w2_gs1`)
+        specs.push(BwdFa3D256Ordered::W2_GS1.with_defines(spec("sm_90a", DTYPES[0], false, true)));
+        assert!(specs[2].label().contains("KILN_BWD_DET_GS1=1"));
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

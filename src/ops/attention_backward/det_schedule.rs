@@ -63,6 +63,12 @@ pub fn walks(p: &BackwardProblem, bm: usize, bn: usize, sms: usize) -> Vec<Vec<A
     walks_launched(p, bm, bn, sms, 0)
 }
 
+/// [`walks`] with every rotated group's blocks one query block apart (`KILN_BWD_DET_GS1`,
+/// `bwd_fa3_d256_w2_gs1`): gs at most 1 where a group smaller than the walk takes per_head / gn.
+pub fn walks_gs1(p: &BackwardProblem, bm: usize, bn: usize, sms: usize) -> Vec<Vec<Add>> {
+    launched(p, bm, bn, sms, 0, 1)
+}
+
 /// [`walks`] with the argument block's `lpt_heads` = `lpt` (`KILN_BWD_DET_LPT`,
 /// [`super::bwd_fa3_ordered_eager::det_lpt_heads`]): under the descending order, `lpt` > 0
 /// launches the blocks longest walk first in chunks of `lpt` (key/value head, batch) pairs
@@ -73,6 +79,18 @@ pub fn walks_launched(
     bn: usize,
     sms: usize,
     lpt: usize,
+) -> Vec<Vec<Add>> {
+    launched(p, bm, bn, sms, lpt, usize::MAX)
+}
+
+/// [`walks_launched`] with the rotated groups' spacing at most `gs_max` query blocks.
+fn launched(
+    p: &BackwardProblem,
+    bm: usize,
+    bn: usize,
+    sms: usize,
+    lpt: usize,
+    gs_max: usize,
 ) -> Vec<Vec<Add>> {
     let a = &p.attn;
     let (nx, _) = grid(p, bm, bn);
@@ -95,7 +113,7 @@ pub fn walks_launched(
             } else {
                 (x, hk, b)
             };
-            block_walk(p, bm, bn, sms, nb, hk, b)
+            block_walk(p, bm, bn, sms, gs_max, nb, hk, b)
         })
         .collect()
 }
@@ -110,12 +128,15 @@ pub fn rotated_group(nx: usize, sms: usize, nb: usize, pair: usize) -> (usize, u
     (g0, nx.min(w0 + sms - base) - g0)
 }
 
-/// The adds of key block `nb` of key/value head `hk`, batch `b`, in walk order.
+/// The adds of key block `nb` of key/value head `hk`, batch `b`, in walk order (the rotated
+/// groups' blocks at most `gs_max` query blocks apart).
+#[allow(clippy::too_many_arguments)]
 fn block_walk(
     p: &BackwardProblem,
     bm: usize,
     bn: usize,
     sms: usize,
+    gs_max: usize,
     nb: usize,
     hk: usize,
     b: usize,
@@ -132,7 +153,7 @@ fn block_walk(
     let per_head = m_blocks - m_first;
     // the rotated order's group: the key blocks of this head in this block's wave
     let (g0, gn) = rotated_group(nx, sms, nb, hk + a.heads_kv * b);
-    let gs = m_blocks / gn;
+    let gs = (m_blocks / gn).min(gs_max);
     let start = if order == DetOrder::Rotated {
         (nb - g0) * gs
     } else {
@@ -211,79 +232,6 @@ pub fn run(walks: &[Vec<Add>], sms: usize, rule: Release) -> Option<Vec<Add>> {
             }
         }
         resident.retain(|r| r.1 < walks[r.0].len());
-        if !moved {
-            return None;
-        }
-    }
-}
-
-/// [`run`] for `bwd_fa3_d256_w2_persist`: `ctas` persistent CTAs taking the blocks ("tiles") from
-/// a counter in launch order, each CTA's adds made in its ring's order across its tiles by two
-/// writers (ring iterations of parity 0 and 1, each in order), on a ring of two stages: the
-/// producer takes ring iteration n once iteration n - 2 has been added (its stage released), and
-/// fetches the CTA's next tile once it has taken the current tile's last iteration, so that a CTA
-/// may hold a tile whose adds wait behind its writers' earlier ones. Some(adds made) when every
-/// tile finishes, None on a hang. Panics on an add out of its tile's order.
-pub fn run_persistent(walks: &[Vec<Add>], ctas: usize) -> Option<usize> {
-    use std::collections::HashMap;
-    let mut counter: HashMap<(usize, usize, usize), usize> = HashMap::new();
-    // per CTA: its ring iterations' adds, how many the producer took, each writer's next
-    struct Cta {
-        adds: Vec<Add>,
-        taken: usize,
-        next: [usize; 2],
-    }
-    let mut fetched = 0;
-    let mut cta: Vec<Cta> = (0..ctas)
-        .map(|_| Cta {
-            adds: Vec::new(),
-            taken: 0,
-            next: [0, 1],
-        })
-        .collect();
-    let mut made = 0;
-    loop {
-        let mut moved = false;
-        for c in cta.iter_mut() {
-            // the producer: iterations while their stage is free; the next tile once it has
-            // taken the current one's last
-            loop {
-                if c.taken == c.adds.len() {
-                    if fetched == walks.len() {
-                        break;
-                    }
-                    c.adds.extend_from_slice(&walks[fetched]);
-                    fetched += 1;
-                    moved = true;
-                    continue;
-                }
-                let n = c.taken;
-                if n >= 2 && c.next[n % 2] <= n - 2 {
-                    break;
-                }
-                c.taken += 1;
-                moved = true;
-            }
-            // the writers: their next taken iteration once its turn has come
-            for w in 0..2 {
-                while c.next[w] < c.taken {
-                    let a = c.adds[c.next[w]];
-                    let at = counter.entry((a.b, a.h, a.mb)).or_insert(0);
-                    if *at < a.rank {
-                        break;
-                    }
-                    assert_eq!(*at, a.rank, "{a:?} added out of order");
-                    *at += 1;
-                    c.next[w] += 2;
-                    made += 1;
-                    moved = true;
-                }
-            }
-        }
-        let total: usize = walks.iter().map(|w| w.len()).sum();
-        if made == total {
-            return Some(made);
-        }
         if !moved {
             return None;
         }
@@ -452,35 +400,41 @@ mod tests {
         }
     }
 
-    /// `bwd_fa3_d256_w2_persist`'s tiles (w2's walks in w2's launch order, the waves the
-    /// persistent CTAs) on `run_persistent`'s CTAs: every run finishes, short walks (a tile of one
-    /// iteration, whose next tile a CTA fetches at once) and the grids included.
     #[test]
-    fn the_d256_persistent_tiles_run_on_as_many_ctas_as_their_waves() {
-        for causal in [false, true] {
-            for (hq, hkv) in [(1, 1), (4, 2), (4, 1)] {
-                for (sq, skv) in [
-                    (1, 1),
-                    (64, 2049),
-                    (65, 200),
-                    (100, 2049),
-                    (1000, 1000),
-                    (2049, 2049),
-                    (700, 900),
-                ] {
-                    for ctas in [132, 5, 1] {
-                        let mut p = problem(3, hq, hkv, sq, skv, causal);
-                        p.attn.head_dim = 256;
-                        let w = walks(&p, 64, 64, ctas);
-                        let n: usize = w.iter().map(|b| b.len()).sum();
-                        assert_eq!(run_persistent(&w, ctas), Some(n), "{} on {ctas}", p.label());
-                    }
-                }
+    fn the_d256_walks_with_groups_one_step_apart_rank_each_tile_once_and_finish() {
+        // `bwd_fa3_d256_w2_gs1` (`KILN_BWD_DET_GS1`): a wave's part of a head walks one query
+        // block apart whatever its size; every tile's adds still ranked 0 .. n - 1 once and the
+        // runs finish, where heads straddle waves (256 key blocks a head on 132 SMs) and on few
+        for (b, h, s, sms) in [
+            (1, 3, 16384, 132),
+            (2, 3, 4096, 132),
+            (1, 2, 1000, 5),
+            (2, 4, 2049, 132),
+            (2, 2, 777, 7),
+        ] {
+            let mut p = problem(b, h, h, s, s, false);
+            p.attn.head_dim = 256;
+            let w = walks_gs1(&p, 64, 64, sms);
+            let mut ranks: HashMap<(usize, usize, usize), Vec<usize>> = HashMap::new();
+            for a in w.iter().flatten() {
+                ranks.entry((a.b, a.h, a.mb)).or_default().push(a.rank);
             }
-            for (b, h, s) in [(4, 3, 4096), (1, 2, 16384)] {
-                let mut p = problem(b, h, h, s, s, causal);
-                p.attn.head_dim = 256;
-                assert!(run_persistent(&walks(&p, 64, 64, 132), 132).is_some());
+            let n = s.div_ceil(64);
+            assert_eq!(ranks.len(), b * h * n, "{}", p.label());
+            for (_, mut r) in ranks {
+                r.sort_unstable();
+                assert_eq!(r, (0..n).collect::<Vec<_>>(), "{}", p.label());
+            }
+            let done = run(&w, sms, Release::BeforeWait);
+            assert_eq!(done.map(|d| d.len()), Some(b * h * n * n), "{}", p.label());
+            // a partial group's second block starts one query block after its first, where
+            // the default's spacing is per_head / gn (at S16384 the third head's key blocks 0-15
+            // close the fourth wave: 2 x 256 + 16 = 4 x 132, a group of 16, gs 16)
+            if s == 16384 {
+                let base = 2 * 256;
+                assert_eq!(w[base][0].mb, 0);
+                assert_eq!(w[base + 1][0].mb, 1);
+                assert_eq!(walks(&p, 64, 64, sms)[base + 1][0].mb, 16);
             }
         }
     }

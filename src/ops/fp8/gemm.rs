@@ -1188,8 +1188,9 @@ pub const SMALL_ROWS_SHORT_K: u64 = 4;
 
 /// The large rule at 64 < M <= [`SMALL_M`]: the pipelined 128-row tile with the A scales by TMA
 /// and the TMA-store epilogue (`128pte`, slices from [`choose_splits`]) where its units hold at
-/// least [`SMALL_ROWS_BLOCKS`] K blocks, or at most [`SMALL_ROWS_SHORT_K`] without slices; `None`
-/// elsewhere (the measured rule's 64-row tile) or where it is not compiled.
+/// least [`SMALL_ROWS_BLOCKS`] K blocks, or at most [`SMALL_ROWS_SHORT_K`] without slices (there
+/// the lean form [`SMALL_ROWS_LEAN`] where it fits); `None` elsewhere (the measured rule's 64-row
+/// tile) or where it is not compiled.
 fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m <= 64 || p.m > SMALL_M {
         return None;
@@ -1215,6 +1216,11 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let long = kblocks / s >= SMALL_ROWS_BLOCKS;
     let short = s == 1 && kblocks <= SMALL_ROWS_SHORT_K;
     // ledger row 41: the same tile drained, its consumers taking turns (`128ote`), where tried
+    if short {
+        if let Some(lean) = lean_if_it_fits(p, dev, SMALL_ROWS_LEAN) {
+            return Some(lean);
+        }
+    }
     let turns = (long && SMALL_ROWS_TURNS_LONG) || (short && SMALL_ROWS_TURNS_SHORT);
     let c = if turns { SMALL_ROWS_TURNS } else { c };
     let compiled = configs(p.a, p.b, p.scale, p.promote)
@@ -1243,10 +1249,43 @@ pub const SMALL_ROWS_BULK_BOTH: bool = true;
 /// 64x32768x512, the A scales by one bulk copy. On an H200 it ran 3.5, 1.1 and 2.3 % under the
 /// measured rule's `64x256ps/1` there in three rounds (rows 70 and 94), where `64x128ps/1`
 /// without `b` was level with it (-1, +1, 0 %): the copier warp's 4-byte copies of the A scales
-/// are in each of its two tiles' first stages.
+/// are in each of its two tiles' first stages. Where the lean form fits, [`SMALL_M_SHORT_LEAN`].
 pub const SMALL_M_SHORT: Fp8Config = Fp8Config::tile(64, 128, true, true)
     .scales_by_bulk_copy()
     .unsplit();
+
+/// The lean short-K forms (`z`, [`Fp8Config::lean_short_k`]) the large rule takes where they
+/// fit ([`Fp8Config::lean_fits`]: K of [`LEAN_KBLOCKS`] blocks, M a multiple of 4, bf16 C, one
+/// slice), in place of the turns' `128otqe/1` at 64 < M <= 128 and of [`SMALL_M_SHORT`] at
+/// M <= 64: A's four K blocks loaded once, a ring of B alone, half the code. On an H200 (ledger
+/// rows 171 and 200) `128ptqze/1` ran 128x32768x512 in 12.6-13.1 us against `128otqe/1`'s
+/// 13.6-14.4 alternating and `64x128ptqze/1` 64x32768x512 in 11.3-11.5 against `64x128psb/1`'s
+/// 12.2-12.5, two rounds each.
+pub const SMALL_ROWS_LEAN: Fp8Config = Fp8Config::tile(128, 128, true, true)
+    .scales_by_tma()
+    .scales_all_by_bulk_copy()
+    .lean_short_k()
+    .tma_store()
+    .unsplit();
+pub const SMALL_M_SHORT_LEAN: Fp8Config = Fp8Config::tile(64, 128, true, true)
+    .scales_by_tma()
+    .scales_all_by_bulk_copy()
+    .lean_short_k()
+    .tma_store()
+    .unsplit();
+
+/// `lean` where it fits `p` ([`Fp8Config::lean_fits`] in one slice), is compiled for `p` and
+/// fits `dev`'s shared memory; else `None` (the rule's config without it).
+fn lean_if_it_fits(p: &Fp8Problem, dev: &DeviceInfo, lean: Fp8Config) -> Option<Fp8Config> {
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(&lean));
+    (p.scale == ScaleMode::Block
+        && lean.lean_fits(p, 1)
+        && compiled
+        && dev.check_smem(lean.smem_bytes()).is_ok())
+    .then_some(lean)
+}
 
 fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let c = SMALL_M_SHORT;
@@ -1260,7 +1299,7 @@ fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && compiled
         && dev.check_smem(c.smem_bytes()).is_ok()
         && tiles(p, &c) >= dev.sm_count.max(1) as u64)
-        .then_some(c)
+        .then(|| lean_if_it_fits(p, dev, SMALL_M_SHORT_LEAN).unwrap_or(c))
 }
 
 /// `c` (one of the large rule's single-CTA slot tiles at 64 < M <= [`SMALL_M`]) with its scales
@@ -2733,8 +2772,10 @@ mod tests {
         let dev = DeviceInfo::h100_sxm();
         let bulk = if SMALL_ROWS_BULK_BOTH { "q" } else { "b" };
         for (m, n, k, want) in [
-            (128, 32768, 512, format!("128ot{bulk}e")),
-            (100, 32768, 512, format!("128ot{bulk}e")),
+            // 4 K blocks: the lean form (`q` in it), ledger row 200
+            (128, 32768, 512, SMALL_ROWS_LEAN.to_string()),
+            (100, 32768, 512, SMALL_ROWS_LEAN.to_string()),
+            (128, 32768, 384, format!("128ot{bulk}e")),
             (128, 24576, 1536, format!("256t{bulk}hl/1")),
             (128, 32768, 1024, format!("256t{bulk}hl/1")),
             (128, 24576, 1920, format!("256t{bulk}hl/1")),
@@ -2783,7 +2824,10 @@ mod tests {
         ] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
-            assert_eq!(c == SMALL_M_SHORT, short, "{p}: {c}");
+            // the lean form where it fits (ledger row 200), else `64x128psb/1`
+            let lean = SMALL_M_SHORT_LEAN.lean_fits(&p, 1);
+            assert_eq!(c == SMALL_M_SHORT, short && !lean, "{p}: {c}");
+            assert_eq!(c == SMALL_M_SHORT_LEAN, short && lean, "{p}: {c}");
             assert!(check_config(&p, c).is_ok(), "{p}: {c}");
             if short {
                 assert_eq!(splits_for(&p, &c, &dev), 1);
@@ -3122,6 +3166,46 @@ mod tests {
             (tiles(&p, &pm), tiles(&p, &pn), tiles(&p, &quad)),
             (12, 12, 16)
         );
+    }
+
+    #[test]
+    fn the_large_rule_takes_the_lean_short_k_form_where_it_fits() {
+        // ledger rows 171 and 200: `128ptqze/1` in place of the turns' `128otqe` at
+        // 64 < M <= 128, `64x128ptqze/1` in place of `64x128psb/1` at M <= 64, each with K of
+        // four blocks, M a multiple of 4, bf16 C; elsewhere the rule's config as before
+        let dev = DeviceInfo::h100_sxm();
+        assert_eq!(SMALL_ROWS_LEAN.to_string(), "128ptqze/1");
+        assert_eq!(SMALL_M_SHORT_LEAN.to_string(), "64x128ptqze/1");
+        let rule = |m, n, k, out| {
+            let p = Fp8Problem::new(m, n, k, out, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert!(check_config(&p, c).is_ok(), "{p}: {c}");
+            assert_eq!(splits_for(&p, &c, &dev), 1, "{p}: {c}");
+            c.to_string()
+        };
+        let bulk = if SMALL_ROWS_BULK_BOTH { "q" } else { "b" };
+        let turns = format!("128ot{bulk}e");
+        for (m, n, k, out, want) in [
+            (128, 32768, 512, DType::Bf16, "128ptqze/1"),
+            (100, 32768, 512, DType::Bf16, "128ptqze/1"),
+            (68, 4000, 400, DType::Bf16, "128ptqze/1"),
+            (64, 32768, 512, DType::Bf16, "64x128ptqze/1"),
+            (4, 32768, 400, DType::Bf16, "64x128ptqze/1"),
+            // f32 C, M not a multiple of 4, K of three blocks: the config without it
+            (128, 32768, 512, DType::F32, turns.as_str()),
+            (126, 32768, 512, DType::Bf16, turns.as_str()),
+            (128, 32768, 384, DType::Bf16, turns.as_str()),
+            (64, 32768, 512, DType::F32, "64x128psb/1"),
+            (62, 32768, 512, DType::Bf16, "64x128psb/1"),
+            (64, 32768, 384, DType::Bf16, "64x128psb/1"),
+        ] {
+            assert_eq!(rule(m, n, k, out), want, "{m}x{n}x{k} {out:?}");
+        }
+        // M 129 (the large rule's other tiles) and tensor scales: never the lean form
+        let p = Fp8Problem::new(129, 32768, 512, DType::Bf16, ScaleMode::Block);
+        assert!(!choose_by(&p, &dev, Fp8Rule::Large).a_resident);
+        let t = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Tensor);
+        assert!(!choose_by(&t, &dev, Fp8Rule::Large).a_resident);
     }
 
     #[test]

@@ -92,6 +92,11 @@ pub struct Fp8Config {
     /// C ([`Fp8Config::lean_fits`]); elsewhere the launch runs the config without it.
     #[serde(default)]
     pub a_resident: bool,
+    /// Whole tiles only (`u`, `KILN_WHOLE`; 2026-12-01, ledger row 202): `z`'s code cut without
+    /// A resident, for the small-M tiles a launch runs unsplit (one tile a CTA): split-K,
+    /// stream-K and PDL's early weights compiled out. One slice; by name only.
+    #[serde(default)]
+    pub whole: bool,
     /// CTAs along M sharing each B tile (`m`).
     #[serde(default = "one_cta")]
     pub cluster: u32,
@@ -166,6 +171,7 @@ impl Fp8Config {
             sa_bulk: false,
             sb_bulk: false,
             a_resident: false,
+            whole: false,
             cluster: 1,
             cluster_n: 1,
             tma_epi: false,
@@ -272,6 +278,14 @@ impl Fp8Config {
     pub const fn lean_short_k(self) -> Self {
         Fp8Config {
             a_resident: true,
+            ..self
+        }
+    }
+
+    /// The same tile with split-K and stream-K compiled out (`u`): whole tiles, one slice.
+    pub const fn whole_tiles(self) -> Self {
+        Fp8Config {
+            whole: true,
             ..self
         }
     }
@@ -393,7 +407,8 @@ impl Fp8Config {
             other.tma_epi,
             other.one_buffer,
             other.deferred,
-        ) && (self.a_resident, self.pingpong) == (other.a_resident, other.pingpong)
+        ) && (self.a_resident, self.whole, self.pingpong)
+            == (other.a_resident, other.whole, other.pingpong)
     }
 
     /// A config of the 2026-11-29 family (the small-M tile, the scales in shared memory, the
@@ -633,12 +648,13 @@ impl Fp8Config {
         // (three consumers: the split-K hand-off's barrier counts two)
         // (a deferred epilogue holds the last tile's C in registers into the next tile's first K
         // block: no registers for a slice's sum either; `192md` is the one-part such tile)
-        // (the lean form, `z`: whole tiles, its split-K code compiled out; ping-pong: each
-        // consumer its own tile, no slices)
+        // (the lean form, `z`, and `u`: whole tiles, their split-K code compiled out;
+        // ping-pong: each consumer its own tile, no slices)
         if self.parts() > 1
             || self.consumers() > 2
             || self.deferred
             || self.a_resident
+            || self.whole
             || self.pingpong
         {
             return 1;
@@ -663,7 +679,7 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}{}{}{}{}{}{}{}",
+            "{}{}{}{}{}{}{}{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
             if self.order { "o" } else { "" },
@@ -679,6 +695,7 @@ impl std::fmt::Display for Fp8Config {
                 _ => "",
             },
             if self.a_resident { "z" } else { "" },
+            if self.whole { "u" } else { "" },
             if self.cluster > 1 { "m" } else { "" },
             if self.cluster_n > 1 { "n" } else { "" },
             if self.pingpong { "g" } else { "" },
@@ -708,7 +725,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][b|q][z][m][n][g][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][z|u][m][n][g][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -722,11 +739,12 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][z][m][n][g][e|h|d][l][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][z|u][m][n][g][e|h|d][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA; b: by one bulk copy; q: both scales by bulk copies; z after q: \
-                 A resident, the lean short-K form, 128ptqze), m for \
+                 A resident, the lean short-K form, 128ptqze; u: whole tiles only, split-K and \
+                 stream-K compiled out, 64x128psu/1), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, g for the \
                  consumers taking whole tiles in turn (192mgh), e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
@@ -779,6 +797,10 @@ impl std::str::FromStr for Fp8Config {
             Some(h) => (h, 2),
             None => (head, 1),
         };
+        let (head, whole) = match head.strip_suffix('u') {
+            Some(h) => (h, true),
+            None => (head, false),
+        };
         let (head, a_resident) = match head.strip_suffix('z') {
             Some(h) => (h, true),
             None => (head, false),
@@ -817,6 +839,7 @@ impl std::str::FromStr for Fp8Config {
             sa_bulk,
             sb_bulk,
             a_resident,
+            whole,
             cluster,
             cluster_n,
             tma_epi,
@@ -909,6 +932,12 @@ pub fn configs(
             .scales_all_by_bulk_copy()
             .lean_short_k()
             .tma_store(),
+        // 2026-12-01 (ledger row 202): the large rule's unsplit small-M kernels (one tile a CTA:
+        // `64x128ps/1`, `64x192ps/1`, `256tqhl/1`) with split-K and stream-K compiled out (`u`),
+        // bf16 C; by name only
+        Fp8Config::tile(64, 128, true, true).whole_tiles(),
+        Fp8Config::tile(64, 192, true, true).whole_tiles(),
+        Fp8Config::small_rows_wide().whole_tiles(),
         // (ledger row 92's `128pth`, `128pte` with one staging buffer a consumer and so a sixth
         // stage, won 1.5 % at 128x7168x16384 in one round and tied in the next: dropped
         // 2026-11-30, ledger row 110; ledger row 40's `192th`, the 128 x 192 tile in single CTAs, one wave of 128 tiles at
@@ -996,7 +1025,12 @@ fn spec_of(
         .define("KILN_B_ROW", 0)
         .define("KILN_GROUP_M", GROUP_M)
         .define("KILN_SMEM", cfg.smem_bytes());
-    // (absent: the cooperative consumers, the kernel's default; only ping-pong kernels pass it)
+    // (absent: whole tiles or not, the cooperative consumers, the kernel's defaults; only the
+    // kernels that differ pass them, so that the others' cache keys stay as they were)
+    let spec = match cfg.whole {
+        true => spec.define("KILN_WHOLE", 1),
+        false => spec,
+    };
     if cfg.pingpong {
         spec.define("KILN_PINGPONG", 1)
     } else {
@@ -1021,8 +1055,9 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
                             continue;
                         }
                         for out in DType::OUTPUTS {
-                            // (the lean form, `z`, for bf16 C alone: what it is timed for)
-                            if cfg.a_resident && out != DType::Bf16 {
+                            // (the lean form, `z`, and `u` for bf16 C alone: what they are
+                            // timed for)
+                            if (cfg.a_resident || cfg.whole) && out != DType::Bf16 {
                                 continue;
                             }
                             v.push(spec_of(arch, a, b, scale, promote, cfg, out));
@@ -2190,6 +2225,12 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
              as 128ptqze/1"
         )));
     }
+    if cfg.whole && (cfg.a_resident || cfg.stream || cfg.splits > 1) {
+        return Err(Error::invalid(format!(
+            "config {cfg} computes whole tiles only (u): one slice, no stream-K, and not with z \
+             (whole tiles already); write it as 64x128psu/1"
+        )));
+    }
     if cfg.sa_bulk && (!cfg.sscale || p.scale != ScaleMode::Block || cfg.ctas() > 1) {
         return Err(Error::invalid(format!(
             "config {cfg} copies the A scales in bulk (b), which only a block-scaled config with \
@@ -3209,6 +3250,62 @@ mod tests {
     }
 
     #[test]
+    fn whole_tile_kernels_compile_out_the_slices() {
+        // ledger row 202: `u`, the rule's unsplit small-M kernels without split-K and stream-K
+        let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
+        let dev = DeviceInfo::h100_sxm();
+        let p = Fp8Problem::new(64, 24576, 1536, DType::Bf16, ScaleMode::Block);
+        for (name, plain) in [
+            ("64x128psu/1", "64x128ps/1"),
+            ("64x192psu/1", "64x192ps/1"),
+            ("256tquhl/1", "256tqhl/1"),
+        ] {
+            let c: Fp8Config = name.parse().unwrap();
+            let d: Fp8Config = plain.parse().unwrap();
+            assert_eq!(c.to_string(), name);
+            assert_eq!(c, d.whole_tiles());
+            assert!(c.whole && !c.same_kernel(&d), "{name}");
+            assert!(block.iter().any(|x| x.same_kernel(&c)), "{name}");
+            assert_eq!(
+                (c.max_splits(), c.smem_bytes()),
+                (1, d.smem_bytes()),
+                "{name}"
+            );
+            assert!(
+                check_config(&p, c).is_ok(),
+                "{name}: {:?}",
+                check_config(&p, c)
+            );
+            // without /1 the launch takes one slice all the same
+            let free = Fp8Config { splits: 0, ..c };
+            assert_eq!(splits_for(&p, &free, &dev), 1, "{name}");
+        }
+        for bad in ["64x128psu/2", "64x128psu/k", "128ptqzue/1"] {
+            let c: Fp8Config = bad.parse().unwrap();
+            assert!(check_config(&p, c).is_err(), "{bad}");
+        }
+        // three kernels, bf16 C only; `KILN_WHOLE` passed only where set, so that the other
+        // kernels' cache keys stay as they were
+        let v = variants("sm_90a");
+        let whole = |s: &KernelSpec| s.defines.iter().any(|(k, _)| k == "KILN_WHOLE");
+        assert_eq!(v.iter().filter(|s| whole(s)).count(), 3);
+        let c: Fp8Config = "64x128ps/1".parse().unwrap();
+        assert!(!whole(&spec("sm_90a", &p, c)));
+        // by name only: no rule takes it
+        for (m, n, k) in [
+            (64, 24576, 1536),
+            (64, 7168, 2048),
+            (128, 7168, 2048),
+            (128, 24576, 1536),
+        ] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            for rule in Fp8Rule::ALL {
+                assert!(!choose_by(&p, &dev, rule).whole, "{p}: {}", rule.name());
+            }
+        }
+    }
+
+    #[test]
     fn the_lean_short_k_form_keeps_a_resident_where_it_fits() {
         // ledger row 171: `z` is its own kernel beside `128ptqe`'s, a ring of B alone
         let z: Fp8Config = "128ptqze/1".parse().unwrap();
@@ -3330,14 +3427,15 @@ mod tests {
         // 61's `256tmd/k`; 108 with row 51's `256pth`; 102 since rows 70 and 82 dropped both;
         // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
         // promoted `192md`, 102 since row 110 dropped `128pth`; 104 with row 171's lean
-        // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`)
-        assert!(v.len() <= 107, "{} variants", v.len());
+        // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`;
+        // 110 with row 202's whole-tile kernels, `64x128psu`, `64x192psu`, `256tquh`, bf16 C only)
+        assert!(v.len() <= 110, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
         // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 15
         // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
         // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110);
         // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3 + 2);
+        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3 + 2 + 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -3657,7 +3755,10 @@ mod tests {
                     _ if turns => SMALL_ROWS_TURNS,
                     _ => pte,
                 };
-                assert!(c.same_kernel(&want) && c.order == (turns && k != 512), "{p}: {c}");
+                assert!(
+                    c.same_kernel(&want) && c.order == (turns && k != 512),
+                    "{p}: {c}"
+                );
                 assert!(check_config(&p, c).is_ok(), "{p}: {c}");
                 // and the other choice runs there too (both values of the flags)
                 let other = if turns { pte } else { SMALL_ROWS_TURNS };

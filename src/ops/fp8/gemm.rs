@@ -1193,12 +1193,17 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
             .unwrap_or_else(|| choose_waves(p, dev)),
         Fp8Rule::Large => match choose_large(p, dev) {
             Some(c) => stream_if_it_fills(p, &c, dev),
-            None => with_small_m_splits(
+            None => whole_if_unsplit(
                 p,
-                choose_small_rows(p, dev)
-                    .or_else(|| choose_short_k_64(p, dev))
-                    .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
+                with_small_m_splits(
+                    p,
+                    choose_small_rows(p, dev)
+                        .or_else(|| choose_short_k_64(p, dev))
+                        .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
+                    dev,
+                ),
                 dev,
+                SMALL_M_WHOLE,
             ),
         },
     }
@@ -1335,6 +1340,40 @@ fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && dev.check_smem(c.smem_bytes()).is_ok()
         && tiles(p, &c) >= dev.sm_count.max(1) as u64)
         .then(|| lean_if_it_fits(p, dev, SMALL_M_SHORT_LEAN).unwrap_or(c))
+}
+
+/// Whether the large rule runs its unsplit picks at M <= [`SMALL_M`] as their whole-tile twins
+/// (`u`, [`Fp8Config::whole`]; ledger row 202) where one is compiled: off, by name only, until
+/// the twins win two rounds against the rule's `64x128ps/1`, `64x192ps/1` and `256tqhl/1`.
+pub const SMALL_M_WHOLE: bool = false;
+
+/// `cfg` (the large rule's pick at M <= [`SMALL_M`]) as its whole-tile twin where `on`, the
+/// launch takes one slice and no stream-K, C is bf16 (the twins' one output) and the twin is
+/// compiled; else `cfg`.
+fn whole_if_unsplit(p: &Fp8Problem, cfg: Fp8Config, dev: &DeviceInfo, on: bool) -> Fp8Config {
+    if !on
+        || p.m > SMALL_M
+        || p.out != DType::Bf16
+        || cfg.whole
+        || cfg.a_resident
+        || cfg.stream
+        || splits_for(p, &cfg, dev) != 1
+    {
+        return cfg;
+    }
+    let twin = Fp8Config {
+        whole: true,
+        splits: 1,
+        ..cfg
+    };
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(&twin));
+    if compiled && check_config(p, twin).is_ok() {
+        twin
+    } else {
+        cfg
+    }
 }
 
 /// `c` (one of the large rule's single-CTA slot tiles at 64 < M <= [`SMALL_M`]) with its scales
@@ -3302,6 +3341,41 @@ mod tests {
             for rule in Fp8Rule::ALL {
                 assert!(!choose_by(&p, &dev, rule).whole, "{p}: {}", rule.name());
             }
+        }
+    }
+
+    #[test]
+    fn the_large_rule_can_take_the_whole_tile_twins_of_its_unsplit_small_m_picks() {
+        // ledger row 202: `SMALL_M_WHOLE` (off) would run the rule's unsplit picks at M <= 128
+        // as their `u` twins; split, stream-K, lean, f32 and large-M picks stay as they are
+        let dev = DeviceInfo::h100_sxm();
+        let p = |m, n, k, out| Fp8Problem::new(m, n, k, out, ScaleMode::Block);
+        for (m, n, k) in [
+            (64, 7168, 2048),
+            (128, 7168, 2048),
+            (64, 24576, 1536),
+            (128, 24576, 1536),
+        ] {
+            let p = p(m, n, k, DType::Bf16);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(whole_if_unsplit(&p, c, &dev, false), c, "{p}");
+            let w = whole_if_unsplit(&p, c, &dev, true);
+            assert!(
+                w.whole && w.same_kernel(&c.whole_tiles()),
+                "{p}: {c} -> {w}"
+            );
+            assert!(check_config(&p, w).is_ok(), "{p}: {w}");
+            assert_eq!(splits_for(&p, &w, &dev), 1, "{p}: {w}");
+        }
+        for p in [
+            p(64, 2112, 7168, DType::Bf16),
+            p(128, 7168, 16384, DType::Bf16),
+            p(128, 32768, 512, DType::Bf16),
+            p(64, 7168, 2048, DType::F32),
+            p(4096, 7168, 2048, DType::Bf16),
+        ] {
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(whole_if_unsplit(&p, c, &dev, true), c, "{p}: {c}");
         }
     }
 

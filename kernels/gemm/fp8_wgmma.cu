@@ -121,6 +121,12 @@
 // warp, PDL's early weights, and (with KILN_TMAE) the register epilogue: the host runs the
 // config without `z` where one of them would be needed (M > BM, another K, scales or C that
 // bulk copies or TMA cannot address).
+// KILN_WHOLE = 1 (the `u` of a config; 2026-12-01, ledger row 202): whole tiles only, the code
+// cut of KILN_ARES without A resident, for the small-M tiles a launch runs unsplit (one tile a
+// CTA: `64x128psu/1`, `64x192psu/1`, `256tquhl/1`): split-K and stream-K units and their sums,
+// and PDL's early weights, compiled out (the launch waits for the grid before as without them).
+// The 64-row tile's kernel drops from 3,544 SASS instructions to 2,120, the 64 x 192 one from
+// 4,312 to 2,768 (NVRTC 13.0): what a launch of a dozen microseconds fetches once.
 #include "common/bulk_copy.cuh"
 #include "common/c_staging.cuh"
 #include "common/cp_async.cuh"
@@ -155,6 +161,9 @@
 #ifndef KILN_PINGPONG
 #define KILN_PINGPONG 0
 #endif
+#ifndef KILN_WHOLE
+#define KILN_WHOLE 0
+#endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
@@ -173,6 +182,7 @@ constexpr bool SB_BULK = A_SCALE_TMA && CLUSTER == 1 && BN != 192;
 constexpr bool SPLIT_N = BM == 64;          // the consumers split the tile's columns, not its rows
 constexpr bool ARES = KILN_ARES != 0;       // A resident, a ring of B alone (above)
 constexpr int KA = ARES ? 4 : 0;            // its K blocks (K <= 512)
+constexpr bool WHOLE = ARES || KILN_WHOLE != 0;  // whole tiles only, no slices or stream-K (above)
 constexpr bool PINGPONG = KILN_PINGPONG != 0;  // the consumers take whole tiles in turn (above)
 static_assert(!(ARES && PINGPONG), "the lean short-K form (KILN_ARES) and the ping-pong consumers (KILN_PINGPONG) are separate configs");
 // KILN_BM = 192 (`192x192md`, 2026-11-30): three consumer warpgroups of 64 rows each (cuBLASLt's
@@ -431,18 +441,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   // rm + CM * rn of the cluster (rm along M, rn along N); t numbers it for the split-K workspace
   // and counters; ns is how many units sum into it (1: none).
   const int first = blockIdx.x / CLUSTER, stride = gridDim.x / CLUSTER;
-  const int units = ARES ? ctiles : (p.sk_w ? min(p.sk_from, ctiles) : ctiles) * splits;
+  const int units = WHOLE ? ctiles : (p.sk_w ? min(p.sk_from, ctiles) : ctiles) * splits;
   const u32 sk_lo = sk_start((u32)first, p.sk_w, (u32)stride), sk_hi = sk_start((u32)first + 1, p.sk_w, (u32)stride);
   const int u_first = first < units ? first : units + (int)sk_lo, u_end = units + (int)sk_hi;
   auto u_next = [&](int u) {
-    if constexpr (ARES) return u + stride;  // (whole tiles: no slices, no stream-K)
+    if constexpr (WHOLE) return u + stride;  // (whole tiles: no slices, no stream-K)
     if (u < units) return u + stride < units ? u + stride : units + (int)sk_lo;
     const u32 x = (u32)(u - units), kb = (u32)kblocks;
     return units + (int)min((x / kb + 1) * kb, sk_hi);
   };
   auto unit = [&](int u, int& t, int& tm, int& tn, int& kb0, int& kb1, int& sp, int& ns) {
     int ct;
-    if (ARES) {
+    if (WHOLE) {
       ct = u;
       sp = 0;
       ns = 1;
@@ -507,7 +517,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       // Fp8Args.pdl bit 1: the first unit's first `early` stages (fresh: no empty wait) take
       // their B tiles before the wait for the grid before, their A (and scales) after it.
       u32 early = 0;
-      if (!ARES && CLUSTER == 1 && (p.pdl & 2) && u_first < u_end) {
+      if (!WHOLE && CLUSTER == 1 && (p.pdl & 2) && u_first < u_end) {
         int t, tm, tn, kb0, kb1, sp, ns;
         unit(u_first, t, tm, tn, kb0, kb1, sp, ns);
         early = (u32)min(kb1 - kb0, STAGES);
@@ -995,7 +1005,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       else return &acc;
     }();
     // (a tile run in parts, by three consumers or promoted with its epilogue deferred is never split)
-    if (!ARES && PARTS == 1 && NCONS == 2 && !PINGPONG && !(KILN_TMAE == 3 && PROMOTE) && ns > 1) {
+    if (!WHOLE && PARTS == 1 && NCONS == 2 && !PINGPONG && !(KILN_TMAE == 3 && PROMOTE) && ns > 1) {
       const int ct = threadIdx.x - 128;
       if (p.reduce == 2) {
         // The tile's slices are this cluster's CTAs (rank sp), one unit each

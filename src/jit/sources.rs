@@ -525,7 +525,8 @@ mod tests {
                 ("gemm/wgmma_tma_ws.cu", "KILN_CPA"),
                 ("gemm/wgmma_tma_ws.cu", "KILN_C_T"),
                 ("gemm/mma_sync.cu", "KILN_ELEM_LOADS"),
-                ("gemm/fp8_wgmma.cu", "KILN_PINGPONG")
+                ("gemm/fp8_wgmma.cu", "KILN_PINGPONG"),
+                ("gemm/fp8_wgmma.cu", "KILN_WHOLE")
             ]
         );
     }

@@ -92,6 +92,12 @@ pub struct Fp8Config {
     /// C ([`Fp8Config::lean_fits`]); elsewhere the launch runs the config without it.
     #[serde(default)]
     pub a_resident: bool,
+    /// Whole tiles only (`u`, `KILN_WHOLE`; 2026-12-01, ledger row 202): `z`'s code cut without
+    /// A resident, for the small-M tiles a launch runs unsplit (one tile a CTA): split-K,
+    /// stream-K and PDL's early weights compiled out. One slice; the large rule's unsplit 64-row
+    /// picks where [`SMALL_M_WHOLE`], `256tquhl` by name.
+    #[serde(default)]
+    pub whole: bool,
     /// CTAs along M sharing each B tile (`m`).
     #[serde(default = "one_cta")]
     pub cluster: u32,
@@ -166,6 +172,7 @@ impl Fp8Config {
             sa_bulk: false,
             sb_bulk: false,
             a_resident: false,
+            whole: false,
             cluster: 1,
             cluster_n: 1,
             tma_epi: false,
@@ -272,6 +279,14 @@ impl Fp8Config {
     pub const fn lean_short_k(self) -> Self {
         Fp8Config {
             a_resident: true,
+            ..self
+        }
+    }
+
+    /// The same tile with split-K and stream-K compiled out (`u`): whole tiles, one slice.
+    pub const fn whole_tiles(self) -> Self {
+        Fp8Config {
+            whole: true,
             ..self
         }
     }
@@ -393,7 +408,8 @@ impl Fp8Config {
             other.tma_epi,
             other.one_buffer,
             other.deferred,
-        ) && (self.a_resident, self.pingpong) == (other.a_resident, other.pingpong)
+        ) && (self.a_resident, self.whole, self.pingpong)
+            == (other.a_resident, other.whole, other.pingpong)
     }
 
     /// A config of the 2026-11-29 family (the small-M tile, the scales in shared memory, the
@@ -633,12 +649,13 @@ impl Fp8Config {
         // (three consumers: the split-K hand-off's barrier counts two)
         // (a deferred epilogue holds the last tile's C in registers into the next tile's first K
         // block: no registers for a slice's sum either; `192md` is the one-part such tile)
-        // (the lean form, `z`: whole tiles, its split-K code compiled out; ping-pong: each
-        // consumer its own tile, no slices)
+        // (the lean form, `z`, and `u`: whole tiles, their split-K code compiled out;
+        // ping-pong: each consumer its own tile, no slices)
         if self.parts() > 1
             || self.consumers() > 2
             || self.deferred
             || self.a_resident
+            || self.whole
             || self.pingpong
         {
             return 1;
@@ -663,7 +680,7 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}{}{}{}{}{}{}{}",
+            "{}{}{}{}{}{}{}{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
             if self.order { "o" } else { "" },
@@ -679,6 +696,7 @@ impl std::fmt::Display for Fp8Config {
                 _ => "",
             },
             if self.a_resident { "z" } else { "" },
+            if self.whole { "u" } else { "" },
             if self.cluster > 1 { "m" } else { "" },
             if self.cluster_n > 1 { "n" } else { "" },
             if self.pingpong { "g" } else { "" },
@@ -708,7 +726,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][b|q][z][m][n][g][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][z|u][m][n][g][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -722,11 +740,12 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][z][m][n][g][e|h|d][l][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][z|u][m][n][g][e|h|d][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA; b: by one bulk copy; q: both scales by bulk copies; z after q: \
-                 A resident, the lean short-K form, 128ptqze), m for \
+                 A resident, the lean short-K form, 128ptqze; u: whole tiles only, split-K and \
+                 stream-K compiled out, 64x128psu/1), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, g for the \
                  consumers taking whole tiles in turn (192mgh), e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
@@ -779,6 +798,10 @@ impl std::str::FromStr for Fp8Config {
             Some(h) => (h, 2),
             None => (head, 1),
         };
+        let (head, whole) = match head.strip_suffix('u') {
+            Some(h) => (h, true),
+            None => (head, false),
+        };
         let (head, a_resident) = match head.strip_suffix('z') {
             Some(h) => (h, true),
             None => (head, false),
@@ -817,6 +840,7 @@ impl std::str::FromStr for Fp8Config {
             sa_bulk,
             sb_bulk,
             a_resident,
+            whole,
             cluster,
             cluster_n,
             tma_epi,
@@ -898,7 +922,7 @@ pub fn configs(
         // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
         Fp8Config::small_rows_wide(),
         // 2026-12-01 (ledger row 171): the lean short-K form (`z`) of `128ptqe` and of the 64-row
-        // tile: A resident, a ring of B alone, bf16 C; by name only until it wins two rounds
+        // tile: A resident, a ring of B alone, bf16 C; the large rule's at K of 4 blocks (row 200)
         Fp8Config::tile(128, 128, true, true)
             .scales_by_tma()
             .scales_all_by_bulk_copy()
@@ -909,6 +933,12 @@ pub fn configs(
             .scales_all_by_bulk_copy()
             .lean_short_k()
             .tma_store(),
+        // 2026-12-01 (ledger row 202): the large rule's unsplit small-M kernels (one tile a CTA:
+        // `64x128ps/1`, `64x192ps/1`, `256tqhl/1`) with split-K and stream-K compiled out (`u`),
+        // bf16 C; the rule takes the 64-row two (`SMALL_M_WHOLE`), `256tquhl` by name
+        Fp8Config::tile(64, 128, true, true).whole_tiles(),
+        Fp8Config::tile(64, 192, true, true).whole_tiles(),
+        Fp8Config::small_rows_wide().whole_tiles(),
         // (ledger row 92's `128pth`, `128pte` with one staging buffer a consumer and so a sixth
         // stage, won 1.5 % at 128x7168x16384 in one round and tied in the next: dropped
         // 2026-11-30, ledger row 110; ledger row 40's `192th`, the 128 x 192 tile in single CTAs, one wave of 128 tiles at
@@ -996,7 +1026,12 @@ fn spec_of(
         .define("KILN_B_ROW", 0)
         .define("KILN_GROUP_M", GROUP_M)
         .define("KILN_SMEM", cfg.smem_bytes());
-    // (absent: the cooperative consumers, the kernel's default; only ping-pong kernels pass it)
+    // (absent: whole tiles or not, the cooperative consumers, the kernel's defaults; only the
+    // kernels that differ pass them, so that the others' cache keys stay as they were)
+    let spec = match cfg.whole {
+        true => spec.define("KILN_WHOLE", 1),
+        false => spec,
+    };
     if cfg.pingpong {
         spec.define("KILN_PINGPONG", 1)
     } else {
@@ -1021,8 +1056,9 @@ pub fn variants(arch: &str) -> Vec<KernelSpec> {
                             continue;
                         }
                         for out in DType::OUTPUTS {
-                            // (the lean form, `z`, for bf16 C alone: what it is timed for)
-                            if cfg.a_resident && out != DType::Bf16 {
+                            // (the lean form, `z`, and `u` for bf16 C alone: what they are
+                            // timed for)
+                            if (cfg.a_resident || cfg.whole) && out != DType::Bf16 {
                                 continue;
                             }
                             v.push(spec_of(arch, a, b, scale, promote, cfg, out));
@@ -1158,12 +1194,17 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
             .unwrap_or_else(|| choose_waves(p, dev)),
         Fp8Rule::Large => match choose_large(p, dev) {
             Some(c) => stream_if_it_fills(p, &c, dev),
-            None => with_small_m_splits(
+            None => whole_if_unsplit(
                 p,
-                choose_small_rows(p, dev)
-                    .or_else(|| choose_short_k_64(p, dev))
-                    .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
+                with_small_m_splits(
+                    p,
+                    choose_small_rows(p, dev)
+                        .or_else(|| choose_short_k_64(p, dev))
+                        .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
+                    dev,
+                ),
                 dev,
+                SMALL_M_WHOLE,
             ),
         },
     }
@@ -1188,8 +1229,9 @@ pub const SMALL_ROWS_SHORT_K: u64 = 4;
 
 /// The large rule at 64 < M <= [`SMALL_M`]: the pipelined 128-row tile with the A scales by TMA
 /// and the TMA-store epilogue (`128pte`, slices from [`choose_splits`]) where its units hold at
-/// least [`SMALL_ROWS_BLOCKS`] K blocks, or at most [`SMALL_ROWS_SHORT_K`] without slices; `None`
-/// elsewhere (the measured rule's 64-row tile) or where it is not compiled.
+/// least [`SMALL_ROWS_BLOCKS`] K blocks, or at most [`SMALL_ROWS_SHORT_K`] without slices (there
+/// the lean form [`SMALL_ROWS_LEAN`] where it fits); `None` elsewhere (the measured rule's 64-row
+/// tile) or where it is not compiled.
 fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     if p.m <= 64 || p.m > SMALL_M {
         return None;
@@ -1215,6 +1257,11 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let long = kblocks / s >= SMALL_ROWS_BLOCKS;
     let short = s == 1 && kblocks <= SMALL_ROWS_SHORT_K;
     // ledger row 41: the same tile drained, its consumers taking turns (`128ote`), where tried
+    if short {
+        if let Some(lean) = lean_if_it_fits(p, dev, SMALL_ROWS_LEAN) {
+            return Some(lean);
+        }
+    }
     let turns = (long && SMALL_ROWS_TURNS_LONG) || (short && SMALL_ROWS_TURNS_SHORT);
     let c = if turns { SMALL_ROWS_TURNS } else { c };
     let compiled = configs(p.a, p.b, p.scale, p.promote)
@@ -1243,10 +1290,43 @@ pub const SMALL_ROWS_BULK_BOTH: bool = true;
 /// 64x32768x512, the A scales by one bulk copy. On an H200 it ran 3.5, 1.1 and 2.3 % under the
 /// measured rule's `64x256ps/1` there in three rounds (rows 70 and 94), where `64x128ps/1`
 /// without `b` was level with it (-1, +1, 0 %): the copier warp's 4-byte copies of the A scales
-/// are in each of its two tiles' first stages.
+/// are in each of its two tiles' first stages. Where the lean form fits, [`SMALL_M_SHORT_LEAN`].
 pub const SMALL_M_SHORT: Fp8Config = Fp8Config::tile(64, 128, true, true)
     .scales_by_bulk_copy()
     .unsplit();
+
+/// The lean short-K forms (`z`, [`Fp8Config::lean_short_k`]) the large rule takes where they
+/// fit ([`Fp8Config::lean_fits`]: K of [`LEAN_KBLOCKS`] blocks, M a multiple of 4, bf16 C, one
+/// slice), in place of the turns' `128otqe/1` at 64 < M <= 128 and of [`SMALL_M_SHORT`] at
+/// M <= 64: A's four K blocks loaded once, a ring of B alone, half the code. On an H200 (ledger
+/// rows 171 and 200) `128ptqze/1` ran 128x32768x512 in 12.6-13.1 us against `128otqe/1`'s
+/// 13.6-14.4 alternating and `64x128ptqze/1` 64x32768x512 in 11.3-11.5 against `64x128psb/1`'s
+/// 12.2-12.5, two rounds each.
+pub const SMALL_ROWS_LEAN: Fp8Config = Fp8Config::tile(128, 128, true, true)
+    .scales_by_tma()
+    .scales_all_by_bulk_copy()
+    .lean_short_k()
+    .tma_store()
+    .unsplit();
+pub const SMALL_M_SHORT_LEAN: Fp8Config = Fp8Config::tile(64, 128, true, true)
+    .scales_by_tma()
+    .scales_all_by_bulk_copy()
+    .lean_short_k()
+    .tma_store()
+    .unsplit();
+
+/// `lean` where it fits `p` ([`Fp8Config::lean_fits`] in one slice), is compiled for `p` and
+/// fits `dev`'s shared memory; else `None` (the rule's config without it).
+fn lean_if_it_fits(p: &Fp8Problem, dev: &DeviceInfo, lean: Fp8Config) -> Option<Fp8Config> {
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(&lean));
+    (p.scale == ScaleMode::Block
+        && lean.lean_fits(p, 1)
+        && compiled
+        && dev.check_smem(lean.smem_bytes()).is_ok())
+    .then_some(lean)
+}
 
 fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let c = SMALL_M_SHORT;
@@ -1260,7 +1340,46 @@ fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && compiled
         && dev.check_smem(c.smem_bytes()).is_ok()
         && tiles(p, &c) >= dev.sm_count.max(1) as u64)
-        .then_some(c)
+        .then(|| lean_if_it_fits(p, dev, SMALL_M_SHORT_LEAN).unwrap_or(c))
+}
+
+/// Whether the large rule runs its unsplit 64-row picks at M <= [`SMALL_M`] as their whole-tile
+/// twins (`u`, [`Fp8Config::whole`]; ledger rows 202-203) where one is compiled. On: on an H200
+/// (2026-12-01) they ran 2-8 % under the rule's `64x128ps/1` and `64x192ps/1` in two rounds at
+/// 64x7168x2048, 128x7168x2048 and 64x24576x1536, every step's mean ahead. Not the 128 x 256
+/// tile's (`256tquhl/1`: level in one round, ahead in the other; its kernel had a twelfth of its
+/// code to cut).
+pub const SMALL_M_WHOLE: bool = true;
+
+/// `cfg` (the large rule's pick at M <= [`SMALL_M`]) as its whole-tile twin where `on`, `cfg` is
+/// a 64-row tile as timed (`64x128ps/1`, `64x192ps/1`: not `SMALL_M_SHORT`'s `b`), the launch takes one slice and no stream-K, C is bf16 (the twins' one output)
+/// and the twin is compiled; else `cfg`.
+fn whole_if_unsplit(p: &Fp8Problem, cfg: Fp8Config, dev: &DeviceInfo, on: bool) -> Fp8Config {
+    if !on
+        || p.m > SMALL_M
+        || p.out != DType::Bf16
+        || cfg.bm != 64
+        || cfg.sa_bulk
+        || cfg.whole
+        || cfg.a_resident
+        || cfg.stream
+        || splits_for(p, &cfg, dev) != 1
+    {
+        return cfg;
+    }
+    let twin = Fp8Config {
+        whole: true,
+        splits: 1,
+        ..cfg
+    };
+    let compiled = configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(&twin));
+    if compiled && check_config(p, twin).is_ok() {
+        twin
+    } else {
+        cfg
+    }
 }
 
 /// `c` (one of the large rule's single-CTA slot tiles at 64 < M <= [`SMALL_M`]) with its scales
@@ -2151,6 +2270,12 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
              as 128ptqze/1"
         )));
     }
+    if cfg.whole && (cfg.a_resident || cfg.stream || cfg.splits > 1) {
+        return Err(Error::invalid(format!(
+            "config {cfg} computes whole tiles only (u): one slice, no stream-K, and not with z \
+             (whole tiles already); write it as 64x128psu/1"
+        )));
+    }
     if cfg.sa_bulk && (!cfg.sscale || p.scale != ScaleMode::Block || cfg.ctas() > 1) {
         return Err(Error::invalid(format!(
             "config {cfg} copies the A scales in bulk (b), which only a block-scaled config with \
@@ -2733,8 +2858,10 @@ mod tests {
         let dev = DeviceInfo::h100_sxm();
         let bulk = if SMALL_ROWS_BULK_BOTH { "q" } else { "b" };
         for (m, n, k, want) in [
-            (128, 32768, 512, format!("128ot{bulk}e")),
-            (100, 32768, 512, format!("128ot{bulk}e")),
+            // 4 K blocks: the lean form (`q` in it), ledger row 200
+            (128, 32768, 512, SMALL_ROWS_LEAN.to_string()),
+            (100, 32768, 512, SMALL_ROWS_LEAN.to_string()),
+            (128, 32768, 384, format!("128ot{bulk}e")),
             (128, 24576, 1536, format!("256t{bulk}hl/1")),
             (128, 32768, 1024, format!("256t{bulk}hl/1")),
             (128, 24576, 1920, format!("256t{bulk}hl/1")),
@@ -2783,7 +2910,10 @@ mod tests {
         ] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
-            assert_eq!(c == SMALL_M_SHORT, short, "{p}: {c}");
+            // the lean form where it fits (ledger row 200), else `64x128psb/1`
+            let lean = SMALL_M_SHORT_LEAN.lean_fits(&p, 1);
+            assert_eq!(c == SMALL_M_SHORT, short && !lean, "{p}: {c}");
+            assert_eq!(c == SMALL_M_SHORT_LEAN, short && lean, "{p}: {c}");
             assert!(check_config(&p, c).is_ok(), "{p}: {c}");
             if short {
                 assert_eq!(splits_for(&p, &c, &dev), 1);
@@ -3125,6 +3255,139 @@ mod tests {
     }
 
     #[test]
+    fn the_large_rule_takes_the_lean_short_k_form_where_it_fits() {
+        // ledger rows 171 and 200: `128ptqze/1` in place of the turns' `128otqe` at
+        // 64 < M <= 128, `64x128ptqze/1` in place of `64x128psb/1` at M <= 64, each with K of
+        // four blocks, M a multiple of 4, bf16 C; elsewhere the rule's config as before
+        let dev = DeviceInfo::h100_sxm();
+        assert_eq!(SMALL_ROWS_LEAN.to_string(), "128ptqze/1");
+        assert_eq!(SMALL_M_SHORT_LEAN.to_string(), "64x128ptqze/1");
+        let rule = |m, n, k, out| {
+            let p = Fp8Problem::new(m, n, k, out, ScaleMode::Block);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert!(check_config(&p, c).is_ok(), "{p}: {c}");
+            assert_eq!(splits_for(&p, &c, &dev), 1, "{p}: {c}");
+            c.to_string()
+        };
+        let bulk = if SMALL_ROWS_BULK_BOTH { "q" } else { "b" };
+        let turns = format!("128ot{bulk}e");
+        for (m, n, k, out, want) in [
+            (128, 32768, 512, DType::Bf16, "128ptqze/1"),
+            (100, 32768, 512, DType::Bf16, "128ptqze/1"),
+            (68, 32768, 400, DType::Bf16, "128ptqze/1"),
+            (64, 32768, 512, DType::Bf16, "64x128ptqze/1"),
+            (4, 32768, 400, DType::Bf16, "64x128ptqze/1"),
+            // f32 C, M not a multiple of 4, K of three blocks: the config without it
+            (128, 32768, 512, DType::F32, turns.as_str()),
+            (126, 32768, 512, DType::Bf16, turns.as_str()),
+            (128, 32768, 384, DType::Bf16, turns.as_str()),
+            (64, 32768, 512, DType::F32, "64x128psb/1"),
+            (62, 32768, 512, DType::Bf16, "64x128psb/1"),
+            (64, 32768, 384, DType::Bf16, "64x128psb/1"),
+        ] {
+            assert_eq!(rule(m, n, k, out), want, "{m}x{n}x{k} {out:?}");
+        }
+        // M 129 (the large rule's other tiles) and tensor scales: never the lean form
+        let p = Fp8Problem::new(129, 32768, 512, DType::Bf16, ScaleMode::Block);
+        assert!(!choose_by(&p, &dev, Fp8Rule::Large).a_resident);
+        let t = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Tensor);
+        assert!(!choose_by(&t, &dev, Fp8Rule::Large).a_resident);
+    }
+
+    #[test]
+    fn whole_tile_kernels_compile_out_the_slices() {
+        // ledger row 202: `u`, the rule's unsplit small-M kernels without split-K and stream-K
+        let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
+        let dev = DeviceInfo::h100_sxm();
+        let p = Fp8Problem::new(64, 24576, 1536, DType::Bf16, ScaleMode::Block);
+        for (name, plain) in [
+            ("64x128psu/1", "64x128ps/1"),
+            ("64x192psu/1", "64x192ps/1"),
+            ("256tquhl/1", "256tqhl/1"),
+        ] {
+            let c: Fp8Config = name.parse().unwrap();
+            let d: Fp8Config = plain.parse().unwrap();
+            assert_eq!(c.to_string(), name);
+            assert_eq!(c, d.whole_tiles());
+            assert!(c.whole && !c.same_kernel(&d), "{name}");
+            assert!(block.iter().any(|x| x.same_kernel(&c)), "{name}");
+            assert_eq!(
+                (c.max_splits(), c.smem_bytes()),
+                (1, d.smem_bytes()),
+                "{name}"
+            );
+            assert!(
+                check_config(&p, c).is_ok(),
+                "{name}: {:?}",
+                check_config(&p, c)
+            );
+            // without /1 the launch takes one slice all the same
+            let free = Fp8Config { splits: 0, ..c };
+            assert_eq!(splits_for(&p, &free, &dev), 1, "{name}");
+        }
+        for bad in ["64x128psu/2", "64x128psu/k", "128ptqzue/1"] {
+            let c: Fp8Config = bad.parse().unwrap();
+            assert!(check_config(&p, c).is_err(), "{bad}");
+        }
+        // three kernels, bf16 C only; `KILN_WHOLE` passed only where set, so that the other
+        // kernels' cache keys stay as they were
+        let v = variants("sm_90a");
+        let whole = |s: &KernelSpec| s.defines.iter().any(|(k, _)| k == "KILN_WHOLE");
+        assert_eq!(v.iter().filter(|s| whole(s)).count(), 3);
+        let c: Fp8Config = "64x128ps/1".parse().unwrap();
+        assert!(!whole(&spec("sm_90a", &p, c)));
+        // the large rule's 64-row picks where `SMALL_M_WHOLE` is on, else by name only
+        for (m, n, k, rule_takes) in [
+            (64, 24576, 1536, SMALL_M_WHOLE),
+            (64, 7168, 2048, SMALL_M_WHOLE),
+            (128, 7168, 2048, SMALL_M_WHOLE),
+            (128, 24576, 1536, false),
+        ] {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            for rule in Fp8Rule::ALL {
+                let want = rule_takes && rule == Fp8Rule::Large;
+                assert_eq!(
+                    choose_by(&p, &dev, rule).whole,
+                    want,
+                    "{p}: {}",
+                    rule.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_large_rule_can_take_the_whole_tile_twins_of_its_unsplit_small_m_picks() {
+        // ledger row 202: `SMALL_M_WHOLE` runs the rule's unsplit 64-row picks at M <= 128 as
+        // their `u` twins; split, stream-K, lean, 128 x 256, f32 and large-M picks stay as they are
+        let dev = DeviceInfo::h100_sxm();
+        let p = |m, n, k, out| Fp8Problem::new(m, n, k, out, ScaleMode::Block);
+        for (m, n, k) in [(64, 7168, 2048), (128, 7168, 2048), (64, 24576, 1536)] {
+            let p = p(m, n, k, DType::Bf16);
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(whole_if_unsplit(&p, c, &dev, false), c, "{p}");
+            let w = whole_if_unsplit(&p, c, &dev, true);
+            assert!(
+                w.whole && w.same_kernel(&c.whole_tiles()),
+                "{p}: {c} -> {w}"
+            );
+            assert!(check_config(&p, w).is_ok(), "{p}: {w}");
+            assert_eq!(splits_for(&p, &w, &dev), 1, "{p}: {w}");
+        }
+        for p in [
+            p(64, 2112, 7168, DType::Bf16),
+            p(128, 7168, 16384, DType::Bf16),
+            p(128, 32768, 512, DType::Bf16),
+            p(64, 7168, 2048, DType::F32),
+            p(4096, 7168, 2048, DType::Bf16),
+            p(128, 24576, 1536, DType::Bf16),
+        ] {
+            let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(whole_if_unsplit(&p, c, &dev, true), c, "{p}: {c}");
+        }
+    }
+
+    #[test]
     fn the_lean_short_k_form_keeps_a_resident_where_it_fits() {
         // ledger row 171: `z` is its own kernel beside `128ptqe`'s, a ring of B alone
         let z: Fp8Config = "128ptqze/1".parse().unwrap();
@@ -3246,14 +3509,15 @@ mod tests {
         // 61's `256tmd/k`; 108 with row 51's `256pth`; 102 since rows 70 and 82 dropped both;
         // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
         // promoted `192md`, 102 since row 110 dropped `128pth`; 104 with row 171's lean
-        // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`)
-        assert!(v.len() <= 107, "{} variants", v.len());
+        // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`;
+        // 110 with row 202's whole-tile kernels, `64x128psu`, `64x192psu`, `256tquh`, bf16 C only)
+        assert!(v.len() <= 110, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
         // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 15
         // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
         // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110);
         // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3 + 2);
+        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3 + 2 + 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -3567,8 +3831,16 @@ mod tests {
                 } else {
                     SMALL_ROWS_TURNS_SHORT
                 };
-                let want = if turns { SMALL_ROWS_TURNS } else { pte };
-                assert!(c.same_kernel(&want) && c.order == turns, "{p}: {c}");
+                // (at K of 4 blocks the lean form, ledger row 200: the other test)
+                let want = match k {
+                    512 => SMALL_ROWS_LEAN,
+                    _ if turns => SMALL_ROWS_TURNS,
+                    _ => pte,
+                };
+                assert!(
+                    c.same_kernel(&want) && c.order == (turns && k != 512),
+                    "{p}: {c}"
+                );
                 assert!(check_config(&p, c).is_ok(), "{p}: {c}");
                 // and the other choice runs there too (both values of the flags)
                 let other = if turns { pte } else { SMALL_ROWS_TURNS };
@@ -3579,7 +3851,9 @@ mod tests {
                 };
                 assert!(check_config(&p, other).is_ok(), "{p}: {other}");
             } else {
-                assert!(c.same_kernel(&measured), "{p}");
+                // (`u` where `SMALL_M_WHOLE` takes it, ledger row 202)
+                let twin = whole_if_unsplit(&p, measured, &dev, SMALL_M_WHOLE);
+                assert!(c.same_kernel(&twin), "{p}: {c}");
             }
         }
         // (the 128 x 192 tile where it is tried and its 128 tiles fill the SMs: N = 24,576;
@@ -3599,10 +3873,12 @@ mod tests {
         // 64x7168x2048 unsplit, where the measured rule's two slices add their tail (below)
         let p = Fp8Problem::new(64, 7168, 2048, DType::Bf16, ScaleMode::Block);
         let c = choose_by(&p, &dev, Fp8Rule::Large);
-        assert_eq!(
-            (c.to_string(), splits_for(&p, &c, &dev)),
-            ("64x128ps/1".into(), 1)
-        );
+        let want = if SMALL_M_WHOLE {
+            "64x128psu/1"
+        } else {
+            "64x128ps/1"
+        };
+        assert_eq!((c.to_string(), splits_for(&p, &c, &dev)), (want.into(), 1));
         let p = Fp8Problem::new(128, 7168, 16384, DType::Bf16, ScaleMode::Block);
         assert_eq!(splits_for(&p, &pte, &dev), 2);
         assert_eq!(choose_by(&p, &dev, Fp8Rule::Large).to_string(), LONG_128);
@@ -3862,7 +4138,11 @@ mod tests {
         let p = at(64, 7168, 2048);
         assert_eq!(
             choose_by(&p, &dev, Fp8Rule::Large).to_string(),
-            "64x128ps/1"
+            if SMALL_M_WHOLE {
+                "64x128psu/1"
+            } else {
+                "64x128ps/1"
+            }
         );
         assert_eq!(
             choose_by(&p, &dev, Fp8Rule::Measured).to_string(),

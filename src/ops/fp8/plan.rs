@@ -147,6 +147,19 @@ pub fn plan(
                      `waves`: {}",
                     waves()
                 ),
+                Fp8Rule::Large if c.a_resident => format!(
+                    "tile {c} (rule `large`): M within the tile's rows and K of 4 blocks, the \
+                     lean short-K form: A's four K blocks loaded once, a ring of B alone, \
+                     every path such a launch never takes compiled out (on an H200 5-12 % \
+                     under 128otqe/1 at 128x32768x512 and 64x128psb/1 at 64x32768x512; ledger \
+                     rows 171 and 200)"
+                ),
+                Fp8Rule::Large if c.whole => format!(
+                    "tile {c} (rule `large`): the 64-row tile in one slice, as its whole-tile \
+                     twin: split-K and stream-K compiled out, 36-40 % less code (on an H200 2-8 \
+                     % under 64x128ps/1 and 64x192ps/1 at 64x7168x2048, 128x7168x2048 and \
+                     64x24576x1536; ledger rows 202-203)"
+                ),
                 Fp8Rule::Large if large_wide_cost(&c).is_some() => format!(
                     "tile {c} (rule `large`): M >= {LARGE_M} in pairs along M (the tiles cover C \
                      whole and fill {LARGE_CLUSTER_WAVES} waves of the SMs or more), 128 x {}: \
@@ -226,7 +239,8 @@ pub fn plan(
     let kblocks = (p.k as u64).div_ceil(BK as u64);
     let t = tiles(p, &config);
     let splits = splits_for(p, &config, dev);
-    if config.splits > 0 && forced.is_none() && rule == Fp8Rule::Large {
+    // (not for the tiles that take no slices: the lean form and the whole-tile twins)
+    if config.splits > 0 && config.max_splits() > 1 && forced.is_none() && rule == Fp8Rule::Large {
         why.push(format!(
             "{splits} slice(s), not the {} that fill the SMs: streaming the busiest SM's B at \
              ~54 GB/s or the problem's bytes at 71 % of the DRAM's peak, plus ~2.5 us of \
@@ -414,6 +428,29 @@ mod tests {
         )
         .unwrap()
     }
+
+    #[test]
+    fn the_lean_form_and_the_whole_tile_twins_say_why() {
+        // ledger rows 200 and 203: the large rule's picks at 128x32768x512 and 64x7168x2048
+        let dev = DeviceInfo::h100_sxm();
+        let p = Fp8Problem::new(128, 32768, 512, DType::Bf16, ScaleMode::Block);
+        let lean = plan(&p, &dev, None, Fp8Rule::Large).unwrap();
+        assert!(
+            lean.config.a_resident && lean.splits == 1,
+            "{:?}",
+            lean.config
+        );
+        assert!(lean.why.iter().any(|w| w.contains("lean short-K")));
+        assert!(!lean.why.iter().any(|w| w.contains("slice(s), not the")));
+        let p = Fp8Problem::new(64, 7168, 2048, DType::Bf16, ScaleMode::Block);
+        let twin = plan(&p, &dev, None, Fp8Rule::Large).unwrap();
+        assert_eq!(twin.config.whole, SMALL_M_WHOLE_ON);
+        if SMALL_M_WHOLE_ON {
+            assert!(twin.why.iter().any(|w| w.contains("whole-tile twin")));
+        }
+    }
+
+    const SMALL_M_WHOLE_ON: bool = crate::ops::fp8::gemm::SMALL_M_WHOLE;
 
     fn plan_err(p: &Fp8Problem, c: &str) -> String {
         plan(

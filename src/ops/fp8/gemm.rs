@@ -1499,7 +1499,7 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && dev.check_smem(wide.smem_bytes()).is_ok())
     .then(|| {
         if LARGE_PING_PONG && ping_pong_fills(p, dev) {
-            Fp8Config::ping_pong(192)
+            ping_pong_tile(p, dev)
         } else if LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
             Fp8Config::three_consumers(192)
         } else if LARGE_PROMOTED_192 && promoted_192_fills(p, dev) {
@@ -1543,6 +1543,31 @@ pub const LARGE_PING_PONG: bool = true;
 /// pairs tile C whole.
 pub fn ping_pong_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
     !p.promote && pair_tile_fills(p, dev, Fp8Config::ping_pong(192), large_wide_tensor(false))
+}
+
+/// Whether the large rule takes `176mgh` (ledger row 210) in `192mgh`'s place where
+/// [`ping_pong_176_fills`] says it may: off until it beats `192mgh` beyond the spread in two
+/// rounds.
+pub const LARGE_PING_PONG_176: bool = false;
+
+/// Where `176mgh` gives the busiest pair fewer outputs than `192mgh` (6144^3: 13 tiles of 22,528
+/// against 12 of 24,576, 0.7 % fewer; not 8192^3: 23 against 21, 0.4 % more), is compiled, fits,
+/// and its pairs tile C whole.
+pub fn ping_pong_176_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
+    let (narrow, wide) = (Fp8Config::ping_pong(176), Fp8Config::ping_pong(192));
+    !p.promote
+        && pair_tile_fills(p, dev, narrow, wide)
+        && busiest_outputs(p, dev, &narrow) < busiest_outputs(p, dev, &wide)
+}
+
+/// The ping-pong pair tile the large rule takes where [`ping_pong_fills`]: `176mgh` where
+/// [`LARGE_PING_PONG_176`] and [`ping_pong_176_fills`], else `192mgh`.
+pub fn ping_pong_tile(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
+    if LARGE_PING_PONG_176 && ping_pong_176_fills(p, dev) {
+        Fp8Config::ping_pong(176)
+    } else {
+        Fp8Config::ping_pong(192)
+    }
 }
 
 /// The terms the large rule's pair tiles share: `tile` is compiled for `p`, fits the device's
@@ -2931,7 +2956,7 @@ mod tests {
         // (ahead of it, the ping-pong pair tile where LARGE_PING_PONG takes it: row 182)
         let ping_pong_or = |q: &Fp8Problem, other: Fp8Config| {
             if LARGE_PING_PONG && ping_pong_fills(q, &dev) {
-                Fp8Config::ping_pong(192)
+                ping_pong_tile(q, &dev)
             } else {
                 other
             }
@@ -3240,11 +3265,27 @@ mod tests {
         assert_eq!(fills, [false, true, true, false]);
         assert!(!ping_pong_fills(&promoted, &dev));
         let expected = if LARGE_PING_PONG {
-            g
+            ping_pong_tile(&cube(6144), &dev)
         } else {
             Fp8Config::three_consumers(192)
         };
         assert_eq!(choose_by(&cube(6144), &dev, Fp8Rule::Large), expected);
+        // `176mgh` in its place (LARGE_PING_PONG_176) at 6144^3 alone of the cubes the ping-pong
+        // tile fills (8192^3: 23 tiles on the busiest pair against 21); never promoted
+        let fills_176: Vec<bool> = [6144, 8192]
+            .iter()
+            .map(|&n| ping_pong_176_fills(&cube(n), &dev))
+            .collect();
+        assert_eq!(fills_176, [true, false]);
+        assert!(!ping_pong_176_fills(&promoted, &dev));
+        let pp = |n: usize| ping_pong_tile(&cube(n), &dev);
+        assert_eq!(
+            (pp(6144), pp(8192)),
+            (
+                Fp8Config::ping_pong(if LARGE_PING_PONG_176 { 176 } else { 192 }),
+                g
+            )
+        );
     }
 
     #[test]
@@ -3662,7 +3703,7 @@ mod tests {
                 // (with LARGE_THREE_CONSUMERS, `192x192md` at 6144^3 unpromoted; with
                 // LARGE_PROMOTED_192, `192md` promoted at 6144^3 and 8192^3)
                 let expected = if LARGE_PING_PONG && ping_pong_fills(&p, &dev) {
-                    Fp8Config::ping_pong(192)
+                    ping_pong_tile(&p, &dev)
                 } else if LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
                     Fp8Config::three_consumers(192)
                 } else if LARGE_PROMOTED_192 && promoted_192_fills(&p, &dev) {

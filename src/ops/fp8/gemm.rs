@@ -945,9 +945,6 @@ pub fn configs(
         // 2026-12-01 (ledger row 181): the 128 x 192 tile in pairs with ping-pong consumers
         // (`192mgh`), by name; no rule takes it until it wins two rounds
         Fp8Config::ping_pong(192),
-        // 2026-12-01 (ledger row 210): the same 176 wide (`176mgh`, cuBLASLt's tile at 6144^3:
-        // 35 column tiles, the last 48 columns from registers), by name
-        Fp8Config::ping_pong(176),
     ];
     const OTHER: &[Fp8Config] = &[Fp8Config::new(128, true)];
     let e4 = a == Fp8Format::E4m3 && b == Fp8Format::E4m3;
@@ -1499,7 +1496,7 @@ fn choose_large_tensor(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
         && dev.check_smem(wide.smem_bytes()).is_ok())
     .then(|| {
         if LARGE_PING_PONG && ping_pong_fills(p, dev) {
-            ping_pong_tile(p, dev)
+            Fp8Config::ping_pong(192)
         } else if LARGE_THREE_CONSUMERS && three_consumers_fill(p, dev) {
             Fp8Config::three_consumers(192)
         } else if LARGE_PROMOTED_192 && promoted_192_fills(p, dev) {
@@ -1543,31 +1540,6 @@ pub const LARGE_PING_PONG: bool = true;
 /// pairs tile C whole.
 pub fn ping_pong_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
     !p.promote && pair_tile_fills(p, dev, Fp8Config::ping_pong(192), large_wide_tensor(false))
-}
-
-/// Whether the large rule takes `176mgh` (ledger row 210) in `192mgh`'s place where
-/// [`ping_pong_176_fills`] says it may: off until it beats `192mgh` beyond the spread in two
-/// rounds.
-pub const LARGE_PING_PONG_176: bool = false;
-
-/// Where `176mgh` gives the busiest pair fewer outputs than `192mgh` (6144^3: 13 tiles of 22,528
-/// against 12 of 24,576, 0.7 % fewer; not 8192^3: 23 against 21, 0.4 % more), is compiled, fits,
-/// and its pairs tile C whole.
-pub fn ping_pong_176_fills(p: &Fp8Problem, dev: &DeviceInfo) -> bool {
-    let (narrow, wide) = (Fp8Config::ping_pong(176), Fp8Config::ping_pong(192));
-    !p.promote
-        && pair_tile_fills(p, dev, narrow, wide)
-        && busiest_outputs(p, dev, &narrow) < busiest_outputs(p, dev, &wide)
-}
-
-/// The ping-pong pair tile the large rule takes where [`ping_pong_fills`]: `176mgh` where
-/// [`LARGE_PING_PONG_176`] and [`ping_pong_176_fills`], else `192mgh`.
-pub fn ping_pong_tile(p: &Fp8Problem, dev: &DeviceInfo) -> Fp8Config {
-    if LARGE_PING_PONG_176 && ping_pong_176_fills(p, dev) {
-        Fp8Config::ping_pong(176)
-    } else {
-        Fp8Config::ping_pong(192)
-    }
 }
 
 /// The terms the large rule's pair tiles share: `tile` is compiled for `p`, fits the device's
@@ -2956,7 +2928,7 @@ mod tests {
         // (ahead of it, the ping-pong pair tile where LARGE_PING_PONG takes it: row 182)
         let ping_pong_or = |q: &Fp8Problem, other: Fp8Config| {
             if LARGE_PING_PONG && ping_pong_fills(q, &dev) {
-                ping_pong_tile(q, &dev)
+                Fp8Config::ping_pong(192)
             } else {
                 other
             }
@@ -3236,11 +3208,6 @@ mod tests {
             (5, 222_288, 2, 1)
         );
         assert!(!g.same_kernel(&Fp8Config::wide_pair_tensor(192)));
-        // ledger row 210: `176mgh`, five stages of 38 KB
-        let g176 = Fp8Config::ping_pong(176);
-        assert_eq!("176mgh".parse::<Fp8Config>().unwrap(), g176);
-        assert_eq!((g176.stages(), g176.smem_bytes()), (5, 212_048));
-        assert!(!g176.same_kernel(&g));
         let promoted = Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor);
         let fast = Fp8Problem {
             promote: false,
@@ -3265,27 +3232,11 @@ mod tests {
         assert_eq!(fills, [false, true, true, false]);
         assert!(!ping_pong_fills(&promoted, &dev));
         let expected = if LARGE_PING_PONG {
-            ping_pong_tile(&cube(6144), &dev)
+            g
         } else {
             Fp8Config::three_consumers(192)
         };
         assert_eq!(choose_by(&cube(6144), &dev, Fp8Rule::Large), expected);
-        // `176mgh` in its place (LARGE_PING_PONG_176) at 6144^3 alone of the cubes the ping-pong
-        // tile fills (8192^3: 23 tiles on the busiest pair against 21); never promoted
-        let fills_176: Vec<bool> = [6144, 8192]
-            .iter()
-            .map(|&n| ping_pong_176_fills(&cube(n), &dev))
-            .collect();
-        assert_eq!(fills_176, [true, false]);
-        assert!(!ping_pong_176_fills(&promoted, &dev));
-        let pp = |n: usize| ping_pong_tile(&cube(n), &dev);
-        assert_eq!(
-            (pp(6144), pp(8192)),
-            (
-                Fp8Config::ping_pong(if LARGE_PING_PONG_176 { 176 } else { 192 }),
-                g
-            )
-        );
     }
 
     #[test]
@@ -3295,15 +3246,14 @@ mod tests {
         // 61's `256tmd/k`; 108 with row 51's `256pth`; 102 since rows 70 and 82 dropped both;
         // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
         // promoted `192md`, 102 since row 110 dropped `128pth`; 104 with row 171's lean
-        // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`,
-        // 110 with row 210's `176mgh`)
-        assert!(v.len() <= 110, "{} variants", v.len());
+        // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`)
+        assert!(v.len() <= 107, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
-        // unpromoted 7 (`256mh`, `256md`, `192x192md`, `192mgh` and `176mgh` beside 128 and 256), row unpromoted 2, block 15
+        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 15
         // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
         // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110);
         // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 7 + 2 + 15) * 3 + 3 * 2 * 3 + 2);
+        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3 + 2);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -3703,7 +3653,7 @@ mod tests {
                 // (with LARGE_THREE_CONSUMERS, `192x192md` at 6144^3 unpromoted; with
                 // LARGE_PROMOTED_192, `192md` promoted at 6144^3 and 8192^3)
                 let expected = if LARGE_PING_PONG && ping_pong_fills(&p, &dev) {
-                    ping_pong_tile(&p, &dev)
+                    Fp8Config::ping_pong(192)
                 } else if LARGE_THREE_CONSUMERS && three_consumers_fill(&p, &dev) {
                     Fp8Config::three_consumers(192)
                 } else if LARGE_PROMOTED_192 && promoted_192_fills(&p, &dev) {

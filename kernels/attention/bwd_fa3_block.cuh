@@ -334,16 +334,6 @@ struct DetGroup {
 
 // (The d256 launch in chunks of heads, bwd_fa3_d256_w2_spread, lost two rounds and was deleted on
 // 2026-11-30 night, ledger D60: the grid's order only.)
-// KILN_BWD_DET_GS1 (the host's bwd_fa3_d256_w2_gs1 and bwd_fa3_d256_rotated_gs1, ledger D102): gs
-// at most 1, so that a group smaller than the walk (a wave's part of a head, 2 to 131 of 256 key
-// blocks at d256 B1 H16 S16384) starts its blocks one query block apart as a whole wave's do,
-// instead of per_head / gn apart: each tile is reused a step later, not gs steps (the live tiles
-// a wave holds 132, where gs 2 to 64 made them up to a head's 256 a group).
-#if defined(KILN_BWD_DET_GS1)
-constexpr bool DET_GS1 = KILN_BWD_DET_GS1 != 0;
-#else
-constexpr bool DET_GS1 = false;
-#endif
 __device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArgs& p) {
   const int n = gridDim.x, base = n * (k.hk + (int)gridDim.y * k.b);  // block nb launched at base + nb
   const int w0 = (base + k.nb) / p.det_sms * p.det_sms;
@@ -351,7 +341,6 @@ __device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArg
   g.g0 = w0 > base ? w0 - base : 0;
   g.gn = min(n, w0 + p.det_sms - base) - g.g0;
   g.gs = (p.sq + BM - 1) / BM / g.gn;
-  if (DET_GS1) g.gs = min(1, g.gs);  // (0 stays 0: a group longer than the walk)
   return g;
 }
 

@@ -14,10 +14,6 @@
 //! deterministic run `bwd_fa3_d256_tma`.
 //!   `bwd_fa3_d256_w2`: the deterministic default at d256 (ledger D31, D33: 0.84-0.95x the
 //!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds).
-//!   `bwd_fa3_d256_w2_gs1` (ledger D102; compiled when asked for, outside the variant budget): w2
-//!   with every rotated group's blocks one query block apart (`KILN_BWD_DET_GS1`), where a
-//!   wave's part of a head smaller than the walk spreads them per_head / gn apart.
-//!   `bwd_fa3_d256_rotated_gs1`: the diagnostic below on `bwd_fa3_d256_w2_gs1`'s walks.
 //!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
 //!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
@@ -40,9 +36,13 @@
 //! `bwd_fa3_d256_w2_persist` (D91: w2's writers on the persistent walk, 0.960-0.968x) and its
 //! diagnostic `bwd_fa3_d256_w2_r232` (D92: w2 at the persistent kernel's 40 / 232 register
 //! split, 0.967-0.985x).
-//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of an ordered form's
-//! kernel compiled with `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions
-//! and bumps (the record's layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
+//! Deleted on 2026-12-01 (ledger D106): `bwd_fa3_d256_w2_gs1` (D102: every rotated group's blocks
+//! one query block apart, `KILN_BWD_DET_GS1`; in three calls 1.004-1.024x w2 at B1 H16 S16384,
+//! within the spread, and 0.981-0.987x at B4 H16 S4096) and its diagnostic
+//! `bwd_fa3_d256_rotated_gs1` (0.986x `bwd_fa3_d256_rotated`).
+//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of w2's kernel compiled
+//! with `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the
+//! record's layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
 
 use super::bwd_fa3_d256::{self, D256};
 use super::bwd_fa3_wgmma::Sched;
@@ -61,17 +61,6 @@ pub enum D256Det {
     /// `bwd_fa3_d256_rotated`: the diagnostic, w2's walks without the order on problems that are
     /// not deterministic.
     Rotated,
-    /// `bwd_fa3_d256_w2_gs1`: w2 with every rotated group's blocks one query block apart.
-    W2Gs1,
-    /// `bwd_fa3_d256_rotated_gs1`: the diagnostic on `bwd_fa3_d256_w2_gs1`'s walks.
-    RotatedGs1,
-}
-
-impl D256Det {
-    /// A run that is not deterministic on the rotated walks (the diagnostics).
-    fn rotated(self) -> bool {
-        matches!(self, D256Det::Rotated | D256Det::RotatedGs1)
-    }
 }
 
 /// One of the versions on the d256 two-writer kernel.
@@ -86,20 +75,15 @@ impl BwdFa3D256Ordered {
     pub const W2: Self = BwdFa3D256Ordered(D256Det::W2);
     /// `bwd_fa3_d256_rotated`.
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
-    /// `bwd_fa3_d256_w2_gs1`.
-    pub const W2_GS1: Self = BwdFa3D256Ordered(D256Det::W2Gs1);
-    /// `bwd_fa3_d256_rotated_gs1`.
-    pub const ROTATED_GS1: Self = BwdFa3D256Ordered(D256Det::RotatedGs1);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::W2_GS1, Self::ROTATED_GS1];
+    pub const ALL: [Self; 2] = [Self::W2, Self::ROTATED];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|v| v.name() == name)
     }
 
-    /// One launch of the deterministic `p` on this version's kernel compiled with `KILN_D256_TRACE`
-    /// (w2's, or with gs1's define: its waits beside w2's), and its
+    /// One launch of the deterministic `p` on w2's kernel compiled with `KILN_D256_TRACE`, and its
     /// stamps: [`TRACE_WORDS`] u32 a record, record `(block · 2 + role) · group · m_blocks + it`
     /// (`bwd_fa3_d256.cu` says what each word holds; a record never stamped stays 0). For `kiln
     /// attn bench --backward --det-trace`; never part of dispatch.
@@ -109,10 +93,10 @@ impl BwdFa3D256Ordered {
         p: &BackwardProblem,
         ops: &BackwardOperands,
     ) -> Result<Vec<u32>> {
-        if !p.deterministic || self.0.rotated() {
+        if !p.deterministic || self.0 != D256Det::W2 {
             return Err(Error::Unsupported {
                 kernel: self.name().into(),
-                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic and name an ordered form (bwd_fa3_d256_w2, _w2_gs1)".into(),
+                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic and name bwd_fa3_d256_w2".into(),
             });
         }
         let a = &p.attn;
@@ -134,22 +118,14 @@ impl BwdFa3D256Ordered {
         det_trace: u64,
     ) -> Result<()> {
         let p16 = ctx.overrides.attention.bwd_d256_p16;
-        let main = self.with_defines(spec(&ctx.arch(), p.attn.dtype, p16, trace));
+        let main = spec(&ctx.arch(), p.attn.dtype, p16, trace);
         let sched = Sched {
             det_writers: Some(WRITERS),
             det_trace,
-            rotate: self.0.rotated(),
+            rotate: self.0 == D256Det::Rotated,
             ..Sched::of(ctx)
         };
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, true, sched)
-    }
-
-    /// w2's kernel `s` with this version's define (`KILN_BWD_DET_GS1`).
-    pub fn with_defines(&self, s: KernelSpec) -> KernelSpec {
-        match self.0 {
-            D256Det::W2Gs1 | D256Det::RotatedGs1 => s.define("KILN_BWD_DET_GS1", 1),
-            D256Det::W2 | D256Det::Rotated => s,
-        }
     }
 }
 
@@ -172,16 +148,12 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_w2",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
-            D256Det::W2Gs1 => "bwd_fa3_d256_w2_gs1",
-            D256Det::RotatedGs1 => "bwd_fa3_d256_rotated_gs1",
         }
     }
     fn summary(&self) -> &'static str {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
-            D256Det::W2Gs1 => "bwd_fa3_d256_w2 with every rotated group's blocks one query block apart (a wave's part of a head too)",
-            D256Det::RotatedGs1 => "bwd_fa3_d256_rotated on bwd_fa3_d256_w2_gs1's walks (a diagnostic)",
         }
     }
     fn rung(&self) -> u32 {
@@ -190,8 +162,6 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             + match self.0 {
                 D256Det::W2 => 0,
                 D256Det::Rotated => 1,
-                D256Det::W2Gs1 => 2,
-                D256Det::RotatedGs1 => 3,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
@@ -210,7 +180,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         }
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        if !p.deterministic && !self.0.rotated() {
+        if !p.deterministic && self.0 != D256Det::Rotated {
             return bwd_fa3_d256::BwdFa3D256(D256::Staged).launch(ctx, p, ops);
         }
         self.launch_with(ctx, p, ops, false, 0)
@@ -241,18 +211,10 @@ mod tests {
         let p = |d, det| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), det);
         let r = Registry::default();
         let names: Vec<&str> = BwdFa3D256Ordered::ALL.iter().map(|v| v.name()).collect();
-        assert_eq!(
-            names,
-            [
-                "bwd_fa3_d256_w2",
-                "bwd_fa3_d256_rotated",
-                "bwd_fa3_d256_w2_gs1",
-                "bwd_fa3_d256_rotated_gs1"
-            ]
-        );
+        assert_eq!(names, ["bwd_fa3_d256_w2", "bwd_fa3_d256_rotated"]);
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 4);
+        assert_eq!(rungs.len(), 2);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -274,7 +236,7 @@ mod tests {
                 && !label.contains("KILN_D256_TRACE"),
             "{label}"
         );
-        // deleted (ledger D30, D50, D60, D90, D100, D105)
+        // deleted (ledger D30, D50, D60, D90, D100, D105, D106)
         for gone in [
             "bwd_fa3_d256_chains",
             "bwd_fa3_d256_ordered",
@@ -287,6 +249,8 @@ mod tests {
             "bwd_fa3_d256_w2_persist",
             "bwd_fa3_d256_w2_r232",
             "bwd_fa3_d256_w2_pf",
+            "bwd_fa3_d256_w2_gs1",
+            "bwd_fa3_d256_rotated_gs1",
         ] {
             assert_eq!(BwdFa3D256Ordered::by_name(gone), None);
             assert!(r
@@ -306,23 +270,14 @@ mod tests {
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (`KILN_BWD_D256_P16`'s; traced, w2's and gs1's; gs1's bf16 and f16) compile
-    /// for sm_90a with no local memory, no wgmma serialisation and the register
-    /// split honoured (w2's own in tests/compile.rs).
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced) compile for sm_90a with no local memory, no
+    /// wgmma serialisation and the register split honoured (w2's own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
-        let mut specs = vec![
+        let specs = vec![
             spec("sm_90a", DTYPES[0], true, false),
             spec("sm_90a", DTYPES[0], false, true),
         ];
-        specs.extend(
-            DTYPES.iter().map(|&dt| {
-                BwdFa3D256Ordered::W2_GS1.with_defines(spec("sm_90a", dt, false, false))
-            }),
-        );
-        // gs1's stamped kernel (`--det-trace` on `bwd_fa3_d256_w2_gs1`)
-        specs.push(BwdFa3D256Ordered::W2_GS1.with_defines(spec("sm_90a", DTYPES[0], false, true)));
-        assert!(specs[2].label().contains("KILN_BWD_DET_GS1=1"));
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }
 }

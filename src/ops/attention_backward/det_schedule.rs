@@ -63,12 +63,6 @@ pub fn walks(p: &BackwardProblem, bm: usize, bn: usize, sms: usize) -> Vec<Vec<A
     walks_launched(p, bm, bn, sms, 0)
 }
 
-/// [`walks`] with every rotated group's blocks one query block apart (`KILN_BWD_DET_GS1`,
-/// `bwd_fa3_d256_w2_gs1`): gs at most 1 where a group smaller than the walk takes per_head / gn.
-pub fn walks_gs1(p: &BackwardProblem, bm: usize, bn: usize, sms: usize) -> Vec<Vec<Add>> {
-    launched(p, bm, bn, sms, 0, 1)
-}
-
 /// [`walks`] with the argument block's `lpt_heads` = `lpt` (`KILN_BWD_DET_LPT`,
 /// [`super::bwd_fa3_ordered_eager::det_lpt_heads`]): under the descending order, `lpt` > 0
 /// launches the blocks longest walk first in chunks of `lpt` (key/value head, batch) pairs
@@ -79,18 +73,6 @@ pub fn walks_launched(
     bn: usize,
     sms: usize,
     lpt: usize,
-) -> Vec<Vec<Add>> {
-    launched(p, bm, bn, sms, lpt, usize::MAX)
-}
-
-/// [`walks_launched`] with the rotated groups' spacing at most `gs_max` query blocks.
-fn launched(
-    p: &BackwardProblem,
-    bm: usize,
-    bn: usize,
-    sms: usize,
-    lpt: usize,
-    gs_max: usize,
 ) -> Vec<Vec<Add>> {
     let a = &p.attn;
     let (nx, _) = grid(p, bm, bn);
@@ -113,7 +95,7 @@ fn launched(
             } else {
                 (x, hk, b)
             };
-            block_walk(p, bm, bn, sms, gs_max, nb, hk, b)
+            block_walk(p, bm, bn, sms, nb, hk, b)
         })
         .collect()
 }
@@ -128,15 +110,12 @@ pub fn rotated_group(nx: usize, sms: usize, nb: usize, pair: usize) -> (usize, u
     (g0, nx.min(w0 + sms - base) - g0)
 }
 
-/// The adds of key block `nb` of key/value head `hk`, batch `b`, in walk order (the rotated
-/// groups' blocks at most `gs_max` query blocks apart).
-#[allow(clippy::too_many_arguments)]
+/// The adds of key block `nb` of key/value head `hk`, batch `b`, in walk order.
 fn block_walk(
     p: &BackwardProblem,
     bm: usize,
     bn: usize,
     sms: usize,
-    gs_max: usize,
     nb: usize,
     hk: usize,
     b: usize,
@@ -153,7 +132,7 @@ fn block_walk(
     let per_head = m_blocks - m_first;
     // the rotated order's group: the key blocks of this head in this block's wave
     let (g0, gn) = rotated_group(nx, sms, nb, hk + a.heads_kv * b);
-    let gs = (m_blocks / gn).min(gs_max);
+    let gs = m_blocks / gn;
     let start = if order == DetOrder::Rotated {
         (nb - g0) * gs
     } else {
@@ -396,45 +375,6 @@ mod tests {
                 p.attn.head_dim = 256;
                 let w = walks(&p, 64, 64, 132);
                 assert!(run(&w, 132, Release::BeforeWait).is_some());
-            }
-        }
-    }
-
-    #[test]
-    fn the_d256_walks_with_groups_one_step_apart_rank_each_tile_once_and_finish() {
-        // `bwd_fa3_d256_w2_gs1` (`KILN_BWD_DET_GS1`): a wave's part of a head walks one query
-        // block apart whatever its size; every tile's adds still ranked 0 .. n - 1 once and the
-        // runs finish, where heads straddle waves (256 key blocks a head on 132 SMs) and on few
-        for (b, h, s, sms) in [
-            (1, 3, 16384, 132),
-            (2, 3, 4096, 132),
-            (1, 2, 1000, 5),
-            (2, 4, 2049, 132),
-            (2, 2, 777, 7),
-        ] {
-            let mut p = problem(b, h, h, s, s, false);
-            p.attn.head_dim = 256;
-            let w = walks_gs1(&p, 64, 64, sms);
-            let mut ranks: HashMap<(usize, usize, usize), Vec<usize>> = HashMap::new();
-            for a in w.iter().flatten() {
-                ranks.entry((a.b, a.h, a.mb)).or_default().push(a.rank);
-            }
-            let n = s.div_ceil(64);
-            assert_eq!(ranks.len(), b * h * n, "{}", p.label());
-            for (_, mut r) in ranks {
-                r.sort_unstable();
-                assert_eq!(r, (0..n).collect::<Vec<_>>(), "{}", p.label());
-            }
-            let done = run(&w, sms, Release::BeforeWait);
-            assert_eq!(done.map(|d| d.len()), Some(b * h * n * n), "{}", p.label());
-            // a partial group's second block starts one query block after its first, where
-            // the default's spacing is per_head / gn (at S16384 the third head's key blocks 0-15
-            // close the fourth wave: 2 x 256 + 16 = 4 x 132, a group of 16, gs 16)
-            if s == 16384 {
-                let base = 2 * 256;
-                assert_eq!(w[base][0].mb, 0);
-                assert_eq!(w[base + 1][0].mb, 1);
-                assert_eq!(walks(&p, 64, 64, sms)[base + 1][0].mb, 16);
             }
         }
     }

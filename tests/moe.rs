@@ -42,12 +42,14 @@ fn every_moe_variant_is_listed_for_the_compile_check() {
     // gathers x 2 inputs; fp4_experts: 2 ops x (2 formats x bf16 on the 16- and 64-token
     // decode tiles, prefill and the 8-token tile at two CTAs an SM, and NVFP4 f16 on the three
     // decode tiles), the SwiGLU's shared-memory tile and its 64- and 128-token tiles cut in K
-    // (`KILN_FP4_TILE=count`) in both formats, and the W4A8
+    // (`KILN_FP4_TILE=count`) in both formats, the grouped GEMM's 160- and 128-token tiles and its
+    // 256- and 128-token tiles cut in K (`count-fit`, the default since 2026-12-01) in both
+    // formats, and the W4A8
     // GEMM and SwiGLU in their `ss` and `wide` forms (`auto` picks either by rows); moe_layer: the
     // routing's two kernels, the combine's two and the sorted copy
     assert_eq!(
         moe.len(),
-        (1 + 48 + 24) + (1 + 18) + (6 + 4) + (22 + 6 + 2 * 2) + 5
+        (1 + 48 + 24) + (1 + 18) + (6 + 4) + (22 + 6 + 8 + 2 * 2) + 5
     );
     for k in Registry::default().moe() {
         assert!(
@@ -65,7 +67,7 @@ fn moe_check_lists_every_variant_and_passes() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("139 MoE variants for sm_90a: 0 with problems"),
+        t.contains("147 MoE variants for sm_90a: 0 with problems"),
         "{t}"
     );
     assert!(

@@ -1264,9 +1264,7 @@ fn choose_small_rows(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     }
     let turns = (long && SMALL_ROWS_TURNS_LONG) || (short && SMALL_ROWS_TURNS_SHORT);
     let c = if turns { SMALL_ROWS_TURNS } else { c };
-    let compiled = configs(p.a, p.b, p.scale, p.promote)
-        .iter()
-        .any(|x| x.same_kernel(&c));
+    let compiled = is_compiled(p, &c);
     ((long || short) && compiled).then_some(scales_by_bulk_if_short(p, c))
 }
 
@@ -1315,12 +1313,18 @@ pub const SMALL_M_SHORT_LEAN: Fp8Config = Fp8Config::tile(64, 128, true, true)
     .tma_store()
     .unsplit();
 
+/// Whether `c`'s kernel is among the configs compiled for `p`'s formats, scales and promotion
+/// (the rules take only those).
+fn is_compiled(p: &Fp8Problem, c: &Fp8Config) -> bool {
+    configs(p.a, p.b, p.scale, p.promote)
+        .iter()
+        .any(|x| x.same_kernel(c))
+}
+
 /// `lean` where it fits `p` ([`Fp8Config::lean_fits`] in one slice), is compiled for `p` and
 /// fits `dev`'s shared memory; else `None` (the rule's config without it).
 fn lean_if_it_fits(p: &Fp8Problem, dev: &DeviceInfo, lean: Fp8Config) -> Option<Fp8Config> {
-    let compiled = configs(p.a, p.b, p.scale, p.promote)
-        .iter()
-        .any(|x| x.same_kernel(&lean));
+    let compiled = is_compiled(p, &lean);
     (p.scale == ScaleMode::Block
         && lean.lean_fits(p, 1)
         && compiled
@@ -1331,9 +1335,7 @@ fn lean_if_it_fits(p: &Fp8Problem, dev: &DeviceInfo, lean: Fp8Config) -> Option<
 fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
     let c = SMALL_M_SHORT;
     let kblocks = (p.k as u64).div_ceil(BK as u64);
-    let compiled = configs(p.a, p.b, p.scale, p.promote)
-        .iter()
-        .any(|x| x.same_kernel(&c));
+    let compiled = is_compiled(p, &c);
     (p.m <= 64
         && p.scale == ScaleMode::Block
         && kblocks <= SMALL_ROWS_SHORT_K
@@ -1372,9 +1374,7 @@ fn whole_if_unsplit(p: &Fp8Problem, cfg: Fp8Config, dev: &DeviceInfo, on: bool) 
         splits: 1,
         ..cfg
     };
-    let compiled = configs(p.a, p.b, p.scale, p.promote)
-        .iter()
-        .any(|x| x.same_kernel(&twin));
+    let compiled = is_compiled(p, &twin);
     if compiled && check_config(p, twin).is_ok() {
         twin
     } else {
@@ -1440,9 +1440,7 @@ fn choose_one_tile(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 /// tile of more than [`SMALL_ROWS_SHORT_K`] K blocks, its tiles at least [`SMALL_ROWS_FILL`] of
 /// the SMs and no more than all of them.
 fn one_tile_fills(p: &Fp8Problem, dev: &DeviceInfo, c: &Fp8Config) -> bool {
-    let compiled = configs(p.a, p.b, p.scale, p.promote)
-        .iter()
-        .any(|x| x.same_kernel(c));
+    let compiled = is_compiled(p, c);
     if !compiled || dev.check_smem(c.smem_bytes()).is_err() {
         return false;
     }

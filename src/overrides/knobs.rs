@@ -506,13 +506,28 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_PDL",
         takes: || {
-            "0 or 1 (1: the 4-bit experts' decode tiles launched as the tile prefix's \
-             programmatic dependent, their tables unsorted)"
+            "0, 1 or `wide` (1: the 4-bit experts' decode tiles launched as the tile prefix's \
+             programmatic dependent, their tables unsorted; `wide`: the tiles of 64 to 256 \
+             tokens so, their tables sorted as before)"
                 .into()
         },
         default: "0",
-        set: |o, v| put(&mut o.moe.fp4_pdl, or(v, false, flag)),
-        show: |o| unless(o.moe.fp4_pdl, false, bit),
+        set: |o, v| {
+            let (decode, wide) = or(v, (false, false), |v| match v {
+                "0" => Some((false, false)),
+                "1" => Some((true, false)),
+                "wide" => Some((false, true)),
+                _ => None,
+            })?;
+            o.moe.fp4_pdl = decode;
+            o.moe.fp4_pdl_wide = wide;
+            Ok(())
+        },
+        show: |o| match (o.moe.fp4_pdl, o.moe.fp4_pdl_wide) {
+            (true, _) => Some("1".into()),
+            (false, true) => Some("wide".into()),
+            _ => None,
+        },
     },
     Knob {
         name: "KILN_FP4_PREFETCH",

@@ -279,6 +279,11 @@ pub struct MoeOverrides {
     /// tile streams the whole K, so the heaviest-first order buys nothing there; docs/moe.md,
     /// ledger F31). Default 0 until the device shows 1 faster.
     pub fp4_pdl: bool,
+    /// `KILN_FP4_PDL=wide`: the 4-bit experts' tiles of 64 to 256 tokens launched as
+    /// `moe_tile_prefix`'s programmatic dependent, their tables sorted as without it: their
+    /// CTAs start and set up their barriers while the prefix runs (docs/moe.md, ledger F210).
+    /// Default off until the device shows it faster.
+    pub fp4_pdl_wide: bool,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
     /// `xswz`, `xstage`, `pack` or `xswz2`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
@@ -454,6 +459,7 @@ impl MoeOverrides {
         fp4_shift: true,
         fp4_mma_sync: false,
         fp4_pdl: false,
+        fp4_pdl_wide: false,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_gemv_acc: 0,
         fp4_gemv_pdl: true,

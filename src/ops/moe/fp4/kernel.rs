@@ -946,8 +946,11 @@ impl Fp4Experts {
         if ctx.overrides.moe.fp4_mma_sync && tile.tt == 8 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_MMA", 1);
         }
-        // KILN_FP4_PDL=1: the decode tiles as the prefix kernel's dependent, tables unsorted
-        let pdl = ctx.overrides.moe.fp4_pdl && tile.tt <= 16 && tile.path == Fp4Path::Rs;
+        // KILN_FP4_PDL=1: the decode tiles as the prefix kernel's dependent, tables unsorted;
+        // `wide`: the tiles of 64-256 tokens so, tables sorted (their order sets the last wave)
+        let pdl_unsorted = ctx.overrides.moe.fp4_pdl && tile.tt <= 16 && tile.path == Fp4Path::Rs;
+        let pdl = pdl_unsorted
+            || (ctx.overrides.moe.fp4_pdl_wide && tile.tt >= 64 && tile.path == Fp4Path::Rs);
         if pdl {
             spec = spec.define("KILN_FP4_PDL", 1);
         }
@@ -1062,7 +1065,7 @@ impl Fp4Experts {
         // heaviest experts first (up to SORT_MAX experts), each expert's n-tiles in a row; under
         // KILN_FP4_PDL the decode tiles' in the experts' order (every one streams the whole K)
         if build_tables {
-            tile_prefix::launch(ctx, p, &moe_ops, tile.tt, !pdl)?;
+            tile_prefix::launch(ctx, p, &moe_ops, tile.tt, !pdl_unsorted)?;
         }
         let mut params = vec![map_x.as_param(), &mut args as *mut Fp4Args as *mut c_void];
         if tile.path == Fp4Path::Rs {
@@ -1441,6 +1444,23 @@ mod tests {
             )
             .define("KILN_FP4_WSPLIT", 1),
         );
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_PDL=wide`: the GEMM's fitted 128-token tile and the SwiGLU's 128-token tile
+    /// wait for the prefix kernel's tables in `griddepcontrol.wait` and still compile clean.
+    #[test]
+    fn the_wide_tiles_compile_clean_as_dependents() {
+        let specs: Vec<_> = [
+            (false, Fp4Tile::gemm_wide(128)),
+            (true, Fp4Tile::prefill(true)),
+        ]
+        .into_iter()
+        .map(|(swiglu, t)| {
+            Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, t)
+                .define("KILN_FP4_PDL", 1)
+        })
+        .collect();
         crate::jit::testing::assert_compile_clean(&specs);
     }
 

@@ -95,6 +95,16 @@ static_assert(FP4_ATOM_BYTES % W_ROW == 0, "an atom is whole rows of the weights
 #define KILN_FP4_STAGGER 0
 #endif
 constexpr bool STAGGER = KILN_FP4_STAGGER;
+// KILN_FP4_RAMP=L (`KILN_FP4_RAMP=L`): in the ring's first pass the producer asks for stage it only
+// once stage it - L has landed, so a CTA's first stages are not served beside all of its ring at
+// once. The ncu profile of the grouped GEMM at 200 rows (H200, a17ae18, docs/moe.md ledger F211)
+// had each consumer warp's wait for its first stage at 10 % of the stall samples (~2 us of a
+// 19.7 us launch, against ~1 us of DRAM latency) and the ring's next few stages waited for in the
+// loop 5 %, while the launch asked 112 CTAs x 10 stages (~5 MB from DRAM) at its start.
+#if !defined(KILN_FP4_RAMP)
+#define KILN_FP4_RAMP 0
+#endif
+constexpr int RAMP = KILN_FP4_RAMP;
 static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order; the prefetch assumes in order");
 #if KILN_FP4_WTMA
 #define FP4_WMAP_PARAM , const __grid_constant__ TmaMap tma_w
@@ -540,6 +550,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           const int nk = kb1 - kb0;
           const int rot = STAGGER ? (int)((u32)u * 2654435761u % (u32)nk) : 0;
           for (int i = 0; i < nk; ++i, ++it) {
+            if constexpr (RAMP > 0) {
+              if (it >= (u32)RAMP && it < (u32)STAGES) stages.wait_full(it - RAMP);
+            }
             const int kb = kb0 + (i + rot < nk ? i + rot : i + rot - nk);
             const unsigned char* src = src0 + (u64)(kb - kb0) * FP4_ATOM_BYTES;
             if constexpr (PREFETCH > 0) {

@@ -541,6 +541,17 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_prefetch, 0, |n| n.to_string()),
     },
     Knob {
+        name: "KILN_FP4_RAMP",
+        takes: || {
+            "0 to 16 (in the ring's first pass the 4-bit experts' producer asks for a stage only \
+             once the stage that many before it has landed; 0: the whole ring at once)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_ramp, or(v, 0, |v| number(v, 0, 16))),
+        show: |o| unless(o.moe.fp4_ramp, 0, |n| n.to_string()),
+    },
+    Knob {
         name: "KILN_FP4_RUN",
         takes: || {
             "1, 2 or 4 (the 4-bit decode tiles' weight atoms of that many consecutive stages of a \

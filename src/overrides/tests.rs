@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 86 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (86, 14));
+    // 87 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (87, 14));
 }
 
 #[test]
@@ -113,6 +113,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP4_PDL", "1"),
         ("KILN_FP4_PREFETCH", "8"),
+        ("KILN_FP4_RAMP", "4"),
         ("KILN_FP4_RUN", "1"),
         ("KILN_FP4_STAGGER", "1"),
         ("KILN_FP4_TAIL", "1"),

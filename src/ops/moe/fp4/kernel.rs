@@ -954,6 +954,11 @@ impl Fp4Experts {
         if pdl {
             spec = spec.define("KILN_FP4_PDL", 1);
         }
+        // KILN_FP4_RAMP=L: the ring's first pass asked for L stages ahead of the first landed
+        // one, not all at once (compiled when asked for)
+        if ctx.overrides.moe.fp4_ramp > 0 && tile.path == Fp4Path::Rs {
+            spec = spec.define("KILN_FP4_RAMP", ctx.overrides.moe.fp4_ramp);
+        }
         // KILN_FP4_PREFETCH=D: the decode tiles' weight atoms asked of L2 D stages ahead
         if prefetch > 0 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_PREFETCH", prefetch);
@@ -1459,6 +1464,31 @@ mod tests {
             .into_iter()
             .map(|f| Fp4Experts::spec("sm_90a", DType::Bf16, f, false, t))
             .collect();
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_RAMP=4`: the GEMM's fitted 128-token tile (runs of two stages) and the 8-token
+    /// decode tile (runs of four) compile clean with the producer's ramp.
+    #[test]
+    fn the_ramp_compiles_clean() {
+        let specs = vec![
+            Fp4Experts::spec(
+                "sm_90a",
+                DType::Bf16,
+                Fp4Format::Nvfp4,
+                false,
+                Fp4Tile::gemm_wide(128),
+            )
+            .define("KILN_FP4_RAMP", 4),
+            Fp4Experts::spec(
+                "sm_90a",
+                DType::Bf16,
+                Fp4Format::Mxfp4,
+                true,
+                Fp4Tile::narrow(8, true).paired(true),
+            )
+            .define("KILN_FP4_RAMP", 4),
+        ];
         crate::jit::testing::assert_compile_clean(&specs);
     }
 

@@ -160,10 +160,7 @@ constexpr u32 X_BYTES = TT * BK * 2;
 constexpr u32 W_BYTES = 2 * MB * FP4_ATOM_BYTES;
 constexpr u32 STAGE_BYTES = X_BYTES + (W_BYTES + 1023) / 1024 * 1024;  // X first, 1024-aligned for the swizzle
 constexpr u32 TABLE_BYTES = (3 * KILN_MAX_EXPERTS + 2) * 4;
-// A wide tile of a multiple of 16 tokens (112: `KILN_FP4_TILE=112`, 200 rows as 112 + 88 where the
-// 128-token tile runs 128 + 72) runs its full tiles at width TT, the rest at multiples of 32.
-static_assert((TT == 8 || TT == 16 || TT % 32 == 0 || (TT % 16 == 0 && TT > 64)) && TT <= 256,
-              "KILN_TT is 8, 16, a multiple of 32 up to 256, or of 16 above 64");
+static_assert((TT == 8 || TT == 16 || TT % 32 == 0) && TT <= 256, "KILN_TT is 8, 16 or a multiple of 32 up to 256");
 static_assert(MB * TT / 2 <= 128, "accumulators above 128 registers per thread do not fit");
 static_assert(!kMmaSync || TT == 8, "KILN_FP4_MMA is the 8-token tile's");
 // KILN_FP4_RUN = R > 1 (`KILN_FP4_RUN=R`, the decode tiles): one bulk copy brings a weight block's
@@ -437,7 +434,7 @@ __device__ __forceinline__ void fp4_dispatch(int width, const Fp4Ctx& x, float (
   } else if (width >= W || W == 8) {
     fp4_mainloop<W, EPI == 2>(x, acc, it, issued);
   } else if constexpr (W > 8) {
-    fp4_dispatch<(W > 32 ? (W % 32 != 0 ? W / 32 * 32 : W - 32) : W / 2)>(width, x, acc, it, issued);
+    fp4_dispatch<(W > 32 ? W - 32 : W / 2)>(width, x, acc, it, issued);
   }
 }
 
@@ -618,7 +615,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           int t, sp, ns, kb0, kb1;
           fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
           const MoeTile tile = fp4_tile_at(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
-          const int width = TT % 32 != 0 && TT > 16 ? min(fp4_width(tile.valid_rows), TT) : fp4_width(tile.valid_rows);
+          const int width = fp4_width(tile.valid_rows);
           float acc[MB][TT / 2];
           if constexpr (kSplit && TT > 8) {  // a slice's partial is whole: no unwritten registers
 #pragma unroll

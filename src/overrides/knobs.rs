@@ -609,8 +609,8 @@ pub(super) static KNOBS: &[Knob] = &[
              on the older paces), `rows` (the narrowest tile that holds \
              the most rows an expert has), or one tile whatever the rows: `8`, `16`, `64`, \
              `wide` (128 tokens for the SwiGLU, 256 for the GEMM; bf16 activations) or the \
-             grouped GEMM's wide tile of `112`, `128`, `160`, `192`, `224` or `256` tokens \
-             (`128` also the SwiGLU's)"
+             grouped GEMM's wide tile of `128`, `160`, `192`, `224` or `256` tokens (`128` also \
+             the SwiGLU's)"
                 .into()
         },
         default: "count-fit",

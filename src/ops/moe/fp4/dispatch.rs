@@ -41,9 +41,8 @@ pub enum Fp4TileRule {
     /// to 256 tokens, one wgmma batch in flight) in place of the 256-token tile.
     CountFit,
     /// That many tokens a tile, whatever the rows: 8 (paired as the dispatch pairs it), 16, 64,
-    /// or 0 for the wide tile (128 tokens for the SwiGLU, 256 for the GEMM; bf16 only); 112,
-    /// 128, 160, 192, 224 or 256 the grouped GEMM's wide tile of that many (128 also the
-    /// SwiGLU's; 112, a multiple of 16, runs its full tiles at width 112, ledger F212).
+    /// or 0 for the wide tile (128 tokens for the SwiGLU, 256 for the GEMM; bf16 only); 128,
+    /// 160, 192, 224 or 256 the grouped GEMM's wide tile of that many (128 also the SwiGLU's).
     Tokens(u32),
 }
 
@@ -59,9 +58,7 @@ impl Fp4TileRule {
             "16" => Some(Fp4TileRule::Tokens(16)),
             "64" => Some(Fp4TileRule::Tokens(64)),
             "wide" => Some(Fp4TileRule::Tokens(0)),
-            "112" | "128" | "160" | "192" | "224" | "256" => {
-                s.parse().ok().map(Fp4TileRule::Tokens)
-            }
+            "128" | "160" | "192" | "224" | "256" => s.parse().ok().map(Fp4TileRule::Tokens),
             _ => None,
         }
     }
@@ -115,7 +112,7 @@ pub fn tile_of(p: &MoeProblem, tt: u32, ctas: u32, gemm_too: bool) -> Fp4Tile {
     let tile = match tt {
         8 | 16 => Fp4Tile::narrow(tt, swiglu),
         64 => Fp4Tile::decode(swiglu),
-        112.. if !swiglu => Fp4Tile::gemm_wide(tt),
+        128.. if !swiglu => Fp4Tile::gemm_wide(tt),
         _ => Fp4Tile::prefill(swiglu),
     };
     tile.paired_for(p, ctas, gemm_too)

@@ -119,6 +119,16 @@ constexpr bool kMmaSync = KILN_FP4_MMA;
 #define KILN_FP4_EPI 0
 #endif
 constexpr int EPI = KILN_FP4_EPI;
+// KILN_FP4_FACTORS (`KILN_FP4_FACTORS=before`, the wide tiles' epilogue forms): a tile's expert
+// id and epilogue factors are loaded before its K loop instead of after it. After it they are
+// two dependent global loads (the id from the prefix kernel's table, then the factor) between
+// the last batch and the first store, at each tile's end; the ncu profile of the grouped GEMM at
+// 200 rows (H200, a17ae18, docs/moe.md ledger F211) had ~2 % of its stall samples there.
+#if !defined(KILN_FP4_FACTORS)
+#define KILN_FP4_FACTORS 0
+#endif
+constexpr bool FACTORS_BEFORE = KILN_FP4_FACTORS;
+static_assert(!FACTORS_BEFORE || EPI > 0, "KILN_FP4_FACTORS is the wide tiles' epilogue's");
 static_assert(EPI == 0 || KILN_TT >= 64, "KILN_FP4_EPI is the wide tiles' epilogue");
 
 constexpr int CTAS = KILN_CTAS;
@@ -616,6 +626,13 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
           const MoeTile tile = fp4_tile_at(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
           const int width = fp4_width(tile.valid_rows);
+          // KILN_FP4_FACTORS: the epilogue's factors asked for now, used after the K loop
+          float sg_before = 0.0f, su_before = 0.0f;
+          if constexpr (FACTORS_BEFORE) {
+            const int expert = ids[tile.expert];
+            sg_before = p.escale[expert * HALVES];
+            su_before = p.escale[expert * HALVES + HALVES - 1];
+          }
           float acc[MB][TT / 2];
           if constexpr (kSplit && TT > 8) {  // a slice's partial is whole: no unwritten registers
 #pragma unroll
@@ -627,8 +644,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           });
           if (kSplit && ns > 1 && !fp4_split_sum(sx, t - split_from, sp, ns, acc)) continue;
           if constexpr (EPI > 0) {
-            const int expert = ids[tile.expert];
-            const float sg = p.escale[expert * HALVES], su = p.escale[expert * HALVES + HALVES - 1];
+            const int expert = FACTORS_BEFORE ? 0 : ids[tile.expert];
+            const float sg = FACTORS_BEFORE ? sg_before : p.escale[expert * HALVES];
+            const float su = FACTORS_BEFORE ? su_before : p.escale[expert * HALVES + HALVES - 1];
             if constexpr (EPI == 1 && !KILN_SWIGLU && MB > 1) {
 #pragma unroll
               for (int m = 0; m < MB; ++m)

@@ -319,6 +319,22 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_epi, 1, |n| ["each", "ahead", "defer"][n as usize].to_string()),
     },
     Knob {
+        name: "KILN_FP4_FACTORS",
+        takes: || {
+            "`after` or `before` (the 4-bit experts' tiles of 64 to 256 tokens load their expert \
+             id and epilogue factors after the K loop, or before it)"
+                .into()
+        },
+        default: "after",
+        set: |o, v| {
+            put(
+                &mut o.moe.fp4_factors_before,
+                or(v, false, |v| either(v, "after", "before")),
+            )
+        },
+        show: |o| (o.moe.fp4_factors_before).then(|| "before".into()),
+    },
+    Knob {
         name: "KILN_FP4_FILL",
         takes: || {
             "0 or 1 (1: the 4-bit experts' decode tiles launched on every CTA the SMs hold, \

@@ -288,6 +288,10 @@ pub struct MoeOverrides {
     /// stage it only once stage it - L has landed, so a CTA's first stages are not served beside
     /// its whole ring (docs/moe.md, ledger F214). Default 0 (the whole ring at once).
     pub fp4_ramp: u32,
+    /// `KILN_FP4_FACTORS` (`after` or `before`): the 4-bit experts' wide tiles load their expert
+    /// id and epilogue factors after the K loop (two dependent global loads before the first
+    /// store of each tile) or before it (docs/moe.md, ledger F215). Default `after`.
+    pub fp4_factors_before: bool,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
     /// `xswz`, `xstage`, `pack` or `xswz2`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
@@ -465,6 +469,7 @@ impl MoeOverrides {
         fp4_pdl: false,
         fp4_pdl_wide: false,
         fp4_ramp: 0,
+        fp4_factors_before: false,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_gemv_acc: 0,
         fp4_gemv_pdl: true,

@@ -954,6 +954,11 @@ impl Fp4Experts {
         if pdl {
             spec = spec.define("KILN_FP4_PDL", 1);
         }
+        // KILN_FP4_FACTORS=before: the wide tiles' epilogue factors loaded before the K loop
+        // (compiled when asked for; where the tile has the wide epilogue)
+        if o.fp4_factors_before && epi_define(o.fp4_epi, tile, xtile.unwrap_or(1)).is_some() {
+            spec = spec.define("KILN_FP4_FACTORS", 1);
+        }
         // KILN_FP4_RAMP=L: the ring's first pass asked for L stages ahead of the first landed
         // one, not all at once (compiled when asked for)
         if ctx.overrides.moe.fp4_ramp > 0 && tile.path == Fp4Path::Rs {
@@ -1474,6 +1479,23 @@ mod tests {
             )
             .define("KILN_FP4_RAMP", 4),
         ];
+        crate::jit::testing::assert_compile_clean(&specs);
+    }
+
+    /// `KILN_FP4_FACTORS=before`: the GEMM's fitted 128-token tile and the SwiGLU's 128-token
+    /// tile compile clean with the epilogue's factors loaded before the K loop.
+    #[test]
+    fn the_factors_before_the_loop_compile_clean() {
+        let specs: Vec<_> = [
+            (false, Fp4Tile::gemm_wide(128)),
+            (true, Fp4Tile::prefill(true)),
+        ]
+        .into_iter()
+        .map(|(swiglu, t)| {
+            let spec = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, t);
+            spec.define("KILN_FP4_FACTORS", 1)
+        })
+        .collect();
         crate::jit::testing::assert_compile_clean(&specs);
     }
 

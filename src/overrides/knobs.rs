@@ -522,14 +522,14 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_FP4_PDL",
         takes: || {
-            "0, 1 or `wide` (1: the 4-bit experts' decode tiles launched as the tile prefix's \
-             programmatic dependent, their tables unsorted; `wide`: the tiles of 64 to 256 \
-             tokens so, their tables sorted as before)"
+            "`wide` (the default from 2026-12-01: the 4-bit experts' tiles of 64 to 256 tokens \
+             launched as the tile prefix's programmatic dependent, their tables sorted), 1 (the \
+             decode tiles so instead, their tables unsorted) or 0 (none)"
                 .into()
         },
-        default: "0",
+        default: "wide",
         set: |o, v| {
-            let (decode, wide) = or(v, (false, false), |v| match v {
+            let (decode, wide) = or(v, (false, true), |v| match v {
                 "0" => Some((false, false)),
                 "1" => Some((true, false)),
                 "wide" => Some((false, true)),
@@ -541,8 +541,8 @@ pub(super) static KNOBS: &[Knob] = &[
         },
         show: |o| match (o.moe.fp4_pdl, o.moe.fp4_pdl_wide) {
             (true, _) => Some("1".into()),
-            (false, true) => Some("wide".into()),
-            _ => None,
+            (false, false) => Some("0".into()),
+            (false, true) => None,
         },
     },
     Knob {

@@ -279,10 +279,11 @@ pub struct MoeOverrides {
     /// tile streams the whole K, so the heaviest-first order buys nothing there; docs/moe.md,
     /// ledger F31). Default 0 until the device shows 1 faster.
     pub fp4_pdl: bool,
-    /// `KILN_FP4_PDL=wide`: the 4-bit experts' tiles of 64 to 256 tokens launched as
-    /// `moe_tile_prefix`'s programmatic dependent, their tables sorted as without it: their
-    /// CTAs start and set up their barriers while the prefix runs (docs/moe.md, ledger F210).
-    /// Default off until the device shows it faster.
+    /// `KILN_FP4_PDL=wide` (the default from 2026-12-01, ledger F210: won two rounds, the
+    /// grouped GEMM at 200 rows -4 to -5 %): the 4-bit experts' tiles of 64 to 256 tokens
+    /// launched as `moe_tile_prefix`'s programmatic dependent, their tables sorted as without
+    /// it: their CTAs start and set up their barriers while the prefix runs. `0` or `1` turn it
+    /// off.
     pub fp4_pdl_wide: bool,
     /// `KILN_FP4_RAMP` (0 to 16): in the ring's first pass the 4-bit experts' producer asks for
     /// stage it only once stage it - L has landed, so a CTA's first stages are not served beside
@@ -467,7 +468,7 @@ impl MoeOverrides {
         fp4_shift: true,
         fp4_mma_sync: false,
         fp4_pdl: false,
-        fp4_pdl_wide: false,
+        fp4_pdl_wide: true,
         fp4_ramp: 0,
         fp4_factors_before: false,
         fp4_gemv: Fp4Gemv::Auto,

@@ -55,6 +55,9 @@ pub const DEFAULT_XTILE: u32 = 2;
 /// The wide tiles' epilogue: a tile's routing weights loaded at once, then the stores
 /// (`KILN_FP4_EPI=ahead`, 1; docs/moe.md ledger F80, F82).
 pub const DEFAULT_EPI: u32 = 1;
+/// The wide tiles launched as the prefix kernel's programmatic dependent by default
+/// (`KILN_FP4_PDL=wide`, from 2026-12-01, ledger F210).
+pub const DEFAULT_PDL_WIDE: bool = true;
 
 /// The prepacked weights at `addr` seen as rows of [`W_MAP_ROW`] bytes, a box one atom
 /// (`KILN_FP4_LOAD=tma`: the producer loads each atom as a TMA box instead of a bulk copy). No
@@ -631,12 +634,24 @@ impl Fp4Experts {
     /// the wide tiles with [`DEFAULT_XTILE`]'s load and [`DEFAULT_EPI`]'s epilogue.
     pub fn spec(arch: &str, input: DType, f: Fp4Format, swiglu: bool, tile: Fp4Tile) -> KernelSpec {
         let spec = Self::spec_run(arch, input, f, swiglu, tile, DEFAULT_RUN);
-        Self::with_wide_forms(
+        let spec = Self::with_wide_forms(
             spec,
             tile,
             xtile_run(DEFAULT_XTILE, false, tile),
             DEFAULT_EPI,
-        )
+        );
+        Self::with_wide_dependent(spec, tile, DEFAULT_PDL_WIDE)
+    }
+
+    /// `spec` (of `tile`) waiting for the prefix kernel's tables in `griddepcontrol.wait`
+    /// (`KILN_FP4_PDL=wide`, the launch a programmatic dependent) where `on` and `tile` is a
+    /// register-path tile of 64 tokens or more; else `spec`.
+    pub fn with_wide_dependent(spec: KernelSpec, tile: Fp4Tile, on: bool) -> KernelSpec {
+        if on && tile.tt >= 64 && tile.path == Fp4Path::Rs {
+            spec.define("KILN_FP4_PDL", 1)
+        } else {
+            spec
+        }
     }
 
     /// `spec` (of `tile`) with the wide tiles' load and epilogue forms: `xtile` the run of
@@ -938,7 +953,10 @@ impl Fp4Experts {
         // KILN_FP4_XTILE and KILN_FP4_EPI: the wide tiles' load and epilogue forms (2 and
         // `ahead` by default, compiled into every wide variant; 0 and `each` the old forms)
         let spec = Self::spec_run(&ctx.arch(), p.input, l.format, swiglu, tile, run);
-        let mut spec = Self::with_wide_forms(spec, tile, xtile, o.fp4_epi);
+        let spec = Self::with_wide_forms(spec, tile, xtile, o.fp4_epi);
+        // KILN_FP4_PDL=wide (the default): the tiles of 64-256 tokens as the prefix kernel's
+        // dependent, tables sorted (their order sets the last wave)
+        let mut spec = Self::with_wide_dependent(spec, tile, o.fp4_pdl_wide);
         if !ctx.overrides.moe.fp4_shift {
             spec = spec.define("KILN_FP4_ROT", 1); // the old decode, compiled when asked for
         }
@@ -946,14 +964,12 @@ impl Fp4Experts {
         if ctx.overrides.moe.fp4_mma_sync && tile.tt == 8 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_MMA", 1);
         }
-        // KILN_FP4_PDL=1: the decode tiles as the prefix kernel's dependent, tables unsorted;
-        // `wide`: the tiles of 64-256 tokens so, tables sorted (their order sets the last wave)
+        // KILN_FP4_PDL=1: the decode tiles as the prefix kernel's dependent, tables unsorted
         let pdl_unsorted = ctx.overrides.moe.fp4_pdl && tile.tt <= 16 && tile.path == Fp4Path::Rs;
-        let pdl = pdl_unsorted
-            || (ctx.overrides.moe.fp4_pdl_wide && tile.tt >= 64 && tile.path == Fp4Path::Rs);
-        if pdl {
+        if pdl_unsorted {
             spec = spec.define("KILN_FP4_PDL", 1);
         }
+        let pdl = pdl_unsorted || (o.fp4_pdl_wide && tile.tt >= 64 && tile.path == Fp4Path::Rs);
         // KILN_FP4_FACTORS=before: the wide tiles' epilogue factors loaded before the K loop
         // (compiled when asked for; where the tile has the wide epilogue)
         if o.fp4_factors_before && epi_define(o.fp4_epi, tile, xtile.unwrap_or(1)).is_some() {
@@ -1499,21 +1515,21 @@ mod tests {
         crate::jit::testing::assert_compile_clean(&specs);
     }
 
-    /// `KILN_FP4_PDL=wide`: the GEMM's fitted 128-token tile and the SwiGLU's 128-token tile
-    /// wait for the prefix kernel's tables in `griddepcontrol.wait` and still compile clean.
+    /// `KILN_FP4_PDL=wide` (the default): the checked spec of every register-path tile of 64
+    /// tokens or more waits for the prefix kernel's tables (`kiln check` compiles that form),
+    /// and only those: the decode tiles and the shared-memory path launch plainly.
     #[test]
-    fn the_wide_tiles_compile_clean_as_dependents() {
-        let specs: Vec<_> = [
-            (false, Fp4Tile::gemm_wide(128)),
-            (true, Fp4Tile::prefill(true)),
-        ]
-        .into_iter()
-        .map(|(swiglu, t)| {
-            Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, t)
-                .define("KILN_FP4_PDL", 1)
-        })
-        .collect();
-        crate::jit::testing::assert_compile_clean(&specs);
+    fn the_wide_tiles_are_checked_as_dependents() {
+        for swiglu in [true, false] {
+            for tile in Fp4Tile::all(swiglu) {
+                let spec = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, tile);
+                let waits = spec
+                    .defines
+                    .iter()
+                    .any(|(k, v)| k == "KILN_FP4_PDL" && v == "1");
+                assert_eq!(waits, tile.tt >= 64 && tile.path == Fp4Path::Rs, "{tile:?}");
+            }
+        }
     }
 
     /// `KILN_FP4_DEEP`: tables for 256 experts give the paired decode tiles a stage more (the
@@ -1554,8 +1570,8 @@ mod tests {
                     let bare =
                         Fp4Experts::spec_run("sm_90a", DType::Bf16, f, swiglu, tile, o.fp4_run);
                     let xtile = xtile_run(o.fp4_xtile, o.fp4_load_tma, tile);
-                    let launched =
-                        Fp4Experts::with_wide_forms(bare.clone(), tile, xtile, o.fp4_epi);
+                    let forms = Fp4Experts::with_wide_forms(bare.clone(), tile, xtile, o.fp4_epi);
+                    let launched = Fp4Experts::with_wide_dependent(forms, tile, o.fp4_pdl_wide);
                     assert_eq!(
                         launched,
                         Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile)

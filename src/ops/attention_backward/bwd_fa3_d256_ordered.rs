@@ -40,6 +40,10 @@
 //! one query block apart, `KILN_BWD_DET_GS1`; in three calls 1.004-1.024x w2 at B1 H16 S16384,
 //! within the spread, and 0.981-0.987x at B4 H16 S4096) and its diagnostic
 //! `bwd_fa3_d256_rotated_gs1` (0.986x `bwd_fa3_d256_rotated`).
+//!   `bwd_fa3_d256_w2_cols2`, `bwd_fa3_d256_w2_cols4` (`KILN_D256_DQ_PARTS` 2, 4; ledger D110):
+//!   w2 whose order is split into 2 or 4 column parts of each dQ tile, each with its own counter,
+//!   so that a hop of the chain waits for one part's reduce, not the whole tile's; the same sums
+//!   in the same order per element as w2 (bitwise w2's results). Compiled when asked for.
 //! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of w2's kernel compiled
 //! with `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the
 //! record's layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
@@ -61,6 +65,22 @@ pub enum D256Det {
     /// `bwd_fa3_d256_rotated`: the diagnostic, w2's walks without the order on problems that are
     /// not deterministic.
     Rotated,
+    /// `bwd_fa3_d256_w2_cols2`: w2 with each tile's order in two column parts (128 columns each,
+    /// a counter each).
+    Cols2,
+    /// `bwd_fa3_d256_w2_cols4`: the same in four parts of 64 columns.
+    Cols4,
+}
+
+impl D256Det {
+    /// The counters (column parts) a dQ tile's order has: `KILN_D256_DQ_PARTS`.
+    pub fn parts(self) -> u32 {
+        match self {
+            D256Det::W2 | D256Det::Rotated => 1,
+            D256Det::Cols2 => 2,
+            D256Det::Cols4 => 4,
+        }
+    }
 }
 
 /// One of the versions on the d256 two-writer kernel.
@@ -75,8 +95,12 @@ impl BwdFa3D256Ordered {
     pub const W2: Self = BwdFa3D256Ordered(D256Det::W2);
     /// `bwd_fa3_d256_rotated`.
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
+    /// `bwd_fa3_d256_w2_cols2`.
+    pub const COLS2: Self = BwdFa3D256Ordered(D256Det::Cols2);
+    /// `bwd_fa3_d256_w2_cols4`.
+    pub const COLS4: Self = BwdFa3D256Ordered(D256Det::Cols4);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 2] = [Self::W2, Self::ROTATED];
+    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::COLS2, Self::COLS4];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -93,10 +117,10 @@ impl BwdFa3D256Ordered {
         p: &BackwardProblem,
         ops: &BackwardOperands,
     ) -> Result<Vec<u32>> {
-        if !p.deterministic || self.0 != D256Det::W2 {
+        if !p.deterministic || self.0 == D256Det::Rotated {
             return Err(Error::Unsupported {
                 kernel: self.name().into(),
-                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic and name bwd_fa3_d256_w2".into(),
+                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic and name bwd_fa3_d256_w2 or a _cols version".into(),
             });
         }
         let a = &p.attn;
@@ -118,11 +142,12 @@ impl BwdFa3D256Ordered {
         det_trace: u64,
     ) -> Result<()> {
         let p16 = ctx.overrides.attention.bwd_d256_p16;
-        let main = spec(&ctx.arch(), p.attn.dtype, p16, trace);
+        let main = spec(&ctx.arch(), p.attn.dtype, p16, trace, self.0.parts());
         let sched = Sched {
             det_writers: Some(WRITERS),
             det_trace,
             rotate: self.0 == D256Det::Rotated,
+            dq_parts: self.0.parts(),
             ..Sched::of(ctx)
         };
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, true, sched)
@@ -133,9 +158,13 @@ impl BwdFa3D256Ordered {
 pub const TRACE_WORDS: usize = 16;
 
 /// The two-writer kernel for `dtype`: the staged version's with the define `KILN_D256_DET` 3
-/// (`p16`: `KILN_BWD_D256_P16`; `trace`: `KILN_D256_TRACE`, the diagnostic's stamps).
-pub fn spec(arch: &str, dtype: DType, p16: bool, trace: bool) -> KernelSpec {
-    let s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 3);
+/// (`p16`: `KILN_BWD_D256_P16`; `trace`: `KILN_D256_TRACE`, the diagnostic's stamps; `parts` > 1:
+/// `KILN_D256_DQ_PARTS`, the tile's order in column parts).
+pub fn spec(arch: &str, dtype: DType, p16: bool, trace: bool, parts: u32) -> KernelSpec {
+    let mut s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 3);
+    if parts > 1 {
+        s = s.define("KILN_D256_DQ_PARTS", parts as i64);
+    }
     if trace {
         s.define("KILN_D256_TRACE", 1)
     } else {
@@ -148,12 +177,16 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_w2",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
+            D256Det::Cols2 => "bwd_fa3_d256_w2_cols2",
+            D256Det::Cols4 => "bwd_fa3_d256_w2_cols4",
         }
     }
     fn summary(&self) -> &'static str {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
+            D256Det::Cols2 => "bwd_fa3_d256_w2 with each dQ tile's order in two column parts, a counter each, so that a hop waits for one part's reduce",
+            D256Det::Cols4 => "bwd_fa3_d256_w2 with each dQ tile's order in four column parts, a counter each, so that a hop waits for one part's reduce",
         }
     }
     fn rung(&self) -> u32 {
@@ -162,6 +195,8 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             + match self.0 {
                 D256Det::W2 => 0,
                 D256Det::Rotated => 1,
+                D256Det::Cols2 => 2,
+                D256Det::Cols4 => 3,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
@@ -173,7 +208,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         if self.0 == D256Det::W2 {
             DTYPES
                 .iter()
-                .map(|&dt| spec(arch, dt, false, false))
+                .map(|&dt| spec(arch, dt, false, false, 1))
                 .collect()
         } else {
             Vec::new()
@@ -211,10 +246,18 @@ mod tests {
         let p = |d, det| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), det);
         let r = Registry::default();
         let names: Vec<&str> = BwdFa3D256Ordered::ALL.iter().map(|v| v.name()).collect();
-        assert_eq!(names, ["bwd_fa3_d256_w2", "bwd_fa3_d256_rotated"]);
+        assert_eq!(
+            names,
+            [
+                "bwd_fa3_d256_w2",
+                "bwd_fa3_d256_rotated",
+                "bwd_fa3_d256_w2_cols2",
+                "bwd_fa3_d256_w2_cols4"
+            ]
+        );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 2);
+        assert_eq!(rungs.len(), 4);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -229,13 +272,24 @@ mod tests {
             assert_eq!(v.by_default_for(&p(256, true)), v == BwdFa3D256Ordered::W2);
             assert!(!v.by_default_for(&p(256, false)));
         }
-        let label = spec("sm_90a", DTYPES[0], false, false).label();
+        let label = spec("sm_90a", DTYPES[0], false, false, 1).label();
         assert!(
             label.contains("KILN_D256_DET=3")
                 && label.contains("KILN_D256_DQ=1")
-                && !label.contains("KILN_D256_TRACE"),
+                && !label.contains("KILN_D256_TRACE")
+                && !label.contains("KILN_D256_DQ_PARTS"),
             "{label}"
         );
+        // the column parts: the define, and as many counters a query block
+        for (v, n) in [(BwdFa3D256Ordered::COLS2, 2), (BwdFa3D256Ordered::COLS4, 4)] {
+            assert_eq!(v.0.parts(), n);
+            let label = spec("sm_90a", DTYPES[0], false, false, n).label();
+            assert!(
+                label.contains(&format!("KILN_D256_DQ_PARTS={n}")),
+                "{label}"
+            );
+        }
+        assert_eq!(BwdFa3D256Ordered::W2.0.parts(), 1);
         // deleted (ledger D30, D50, D60, D90, D100, D105, D106)
         for gone in [
             "bwd_fa3_d256_chains",
@@ -270,13 +324,16 @@ mod tests {
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (`KILN_BWD_D256_P16`'s; traced) compile for sm_90a with no local memory, no
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced; the column parts') compile for sm_90a with no local memory, no
     /// wgmma serialisation and the register split honoured (w2's own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
         let specs = vec![
-            spec("sm_90a", DTYPES[0], true, false),
-            spec("sm_90a", DTYPES[0], false, true),
+            spec("sm_90a", DTYPES[0], true, false, 1),
+            spec("sm_90a", DTYPES[0], false, true, 1),
+            spec("sm_90a", DTYPES[0], false, false, 2),
+            spec("sm_90a", DTYPES[1], false, false, 4),
+            spec("sm_90a", DTYPES[0], false, true, 4),
         ];
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }

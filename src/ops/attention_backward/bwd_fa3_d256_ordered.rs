@@ -44,6 +44,8 @@
 //!   w2 whose order is split into 2 or 4 column parts of each dQ tile, each with its own counter,
 //!   so that a hop of the chain waits for one part's reduce, not the whole tile's; the same sums
 //!   in the same order per element as w2 (bitwise w2's results). Compiled when asked for.
+//!   `bwd_fa3_d256_w2_cols2e` (`KILN_D256_DQ_EAGER`; ledger D111): `_cols2` whose last part is
+//!   bumped as soon as it completes, before the next block's counter is read.
 //! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of w2's kernel compiled
 //! with `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the
 //! record's layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
@@ -70,6 +72,9 @@ pub enum D256Det {
     Cols2,
     /// `bwd_fa3_d256_w2_cols4`: the same in four parts of 64 columns.
     Cols4,
+    /// `bwd_fa3_d256_w2_cols2e`: `Cols2` whose last part is bumped as soon as it completes,
+    /// before the next block's counter is read (`KILN_D256_DQ_EAGER`).
+    Cols2e,
 }
 
 impl D256Det {
@@ -77,9 +82,14 @@ impl D256Det {
     pub fn parts(self) -> u32 {
         match self {
             D256Det::W2 | D256Det::Rotated => 1,
-            D256Det::Cols2 => 2,
+            D256Det::Cols2 | D256Det::Cols2e => 2,
             D256Det::Cols4 => 4,
         }
+    }
+
+    /// Whether the last part is bumped before the next block's counter is read.
+    pub fn eager(self) -> bool {
+        self == D256Det::Cols2e
     }
 }
 
@@ -99,8 +109,16 @@ impl BwdFa3D256Ordered {
     pub const COLS2: Self = BwdFa3D256Ordered(D256Det::Cols2);
     /// `bwd_fa3_d256_w2_cols4`.
     pub const COLS4: Self = BwdFa3D256Ordered(D256Det::Cols4);
+    /// `bwd_fa3_d256_w2_cols2e`.
+    pub const COLS2E: Self = BwdFa3D256Ordered(D256Det::Cols2e);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::COLS2, Self::COLS4];
+    pub const ALL: [Self; 5] = [
+        Self::W2,
+        Self::ROTATED,
+        Self::COLS2,
+        Self::COLS4,
+        Self::COLS2E,
+    ];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -142,7 +160,14 @@ impl BwdFa3D256Ordered {
         det_trace: u64,
     ) -> Result<()> {
         let p16 = ctx.overrides.attention.bwd_d256_p16;
-        let main = spec(&ctx.arch(), p.attn.dtype, p16, trace, self.0.parts());
+        let main = spec(
+            &ctx.arch(),
+            p.attn.dtype,
+            p16,
+            trace,
+            self.0.parts(),
+            self.0.eager(),
+        );
         let sched = Sched {
             det_writers: Some(WRITERS),
             det_trace,
@@ -159,11 +184,22 @@ pub const TRACE_WORDS: usize = 16;
 
 /// The two-writer kernel for `dtype`: the staged version's with the define `KILN_D256_DET` 3
 /// (`p16`: `KILN_BWD_D256_P16`; `trace`: `KILN_D256_TRACE`, the diagnostic's stamps; `parts` > 1:
-/// `KILN_D256_DQ_PARTS`, the tile's order in column parts).
-pub fn spec(arch: &str, dtype: DType, p16: bool, trace: bool, parts: u32) -> KernelSpec {
+/// `KILN_D256_DQ_PARTS`, the tile's order in column parts; `eager`: `KILN_D256_DQ_EAGER`, their
+/// last part bumped before the next block's counter is read).
+pub fn spec(
+    arch: &str,
+    dtype: DType,
+    p16: bool,
+    trace: bool,
+    parts: u32,
+    eager: bool,
+) -> KernelSpec {
     let mut s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 3);
     if parts > 1 {
         s = s.define("KILN_D256_DQ_PARTS", parts as i64);
+    }
+    if eager {
+        s = s.define("KILN_D256_DQ_EAGER", 1);
     }
     if trace {
         s.define("KILN_D256_TRACE", 1)
@@ -179,6 +215,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::Rotated => "bwd_fa3_d256_rotated",
             D256Det::Cols2 => "bwd_fa3_d256_w2_cols2",
             D256Det::Cols4 => "bwd_fa3_d256_w2_cols4",
+            D256Det::Cols2e => "bwd_fa3_d256_w2_cols2e",
         }
     }
     fn summary(&self) -> &'static str {
@@ -187,6 +224,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
             D256Det::Cols2 => "bwd_fa3_d256_w2 with each dQ tile's order in two column parts, a counter each, so that a hop waits for one part's reduce",
             D256Det::Cols4 => "bwd_fa3_d256_w2 with each dQ tile's order in four column parts, a counter each, so that a hop waits for one part's reduce",
+            D256Det::Cols2e => "bwd_fa3_d256_w2_cols2 whose last part is bumped as soon as it completes, before the next block's counter is read",
         }
     }
     fn rung(&self) -> u32 {
@@ -197,6 +235,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
                 D256Det::Rotated => 1,
                 D256Det::Cols2 => 2,
                 D256Det::Cols4 => 3,
+                D256Det::Cols2e => 4,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
@@ -208,7 +247,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         if self.0 == D256Det::W2 {
             DTYPES
                 .iter()
-                .map(|&dt| spec(arch, dt, false, false, 1))
+                .map(|&dt| spec(arch, dt, false, false, 1, false))
                 .collect()
         } else {
             Vec::new()
@@ -252,12 +291,13 @@ mod tests {
                 "bwd_fa3_d256_w2",
                 "bwd_fa3_d256_rotated",
                 "bwd_fa3_d256_w2_cols2",
-                "bwd_fa3_d256_w2_cols4"
+                "bwd_fa3_d256_w2_cols4",
+                "bwd_fa3_d256_w2_cols2e"
             ]
         );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 4);
+        assert_eq!(rungs.len(), 5);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -272,7 +312,7 @@ mod tests {
             assert_eq!(v.by_default_for(&p(256, true)), v == BwdFa3D256Ordered::W2);
             assert!(!v.by_default_for(&p(256, false)));
         }
-        let label = spec("sm_90a", DTYPES[0], false, false, 1).label();
+        let label = spec("sm_90a", DTYPES[0], false, false, 1, false).label();
         assert!(
             label.contains("KILN_D256_DET=3")
                 && label.contains("KILN_D256_DQ=1")
@@ -281,11 +321,20 @@ mod tests {
             "{label}"
         );
         // the column parts: the define, and as many counters a query block
-        for (v, n) in [(BwdFa3D256Ordered::COLS2, 2), (BwdFa3D256Ordered::COLS4, 4)] {
+        for (v, n) in [
+            (BwdFa3D256Ordered::COLS2, 2),
+            (BwdFa3D256Ordered::COLS4, 4),
+            (BwdFa3D256Ordered::COLS2E, 2),
+        ] {
             assert_eq!(v.0.parts(), n);
-            let label = spec("sm_90a", DTYPES[0], false, false, n).label();
+            let label = spec("sm_90a", DTYPES[0], false, false, n, v.0.eager()).label();
             assert!(
                 label.contains(&format!("KILN_D256_DQ_PARTS={n}")),
+                "{label}"
+            );
+            assert_eq!(
+                label.contains("KILN_D256_DQ_EAGER=1"),
+                v == BwdFa3D256Ordered::COLS2E,
                 "{label}"
             );
         }
@@ -329,11 +378,13 @@ mod tests {
     #[test]
     fn every_variant_compiles_without_spills() {
         let specs = vec![
-            spec("sm_90a", DTYPES[0], true, false, 1),
-            spec("sm_90a", DTYPES[0], false, true, 1),
-            spec("sm_90a", DTYPES[0], false, false, 2),
-            spec("sm_90a", DTYPES[1], false, false, 4),
-            spec("sm_90a", DTYPES[0], false, true, 4),
+            spec("sm_90a", DTYPES[0], true, false, 1, false),
+            spec("sm_90a", DTYPES[0], false, true, 1, false),
+            spec("sm_90a", DTYPES[0], false, false, 2, false),
+            spec("sm_90a", DTYPES[1], false, false, 4, false),
+            spec("sm_90a", DTYPES[0], false, true, 4, false),
+            spec("sm_90a", DTYPES[1], false, false, 2, true),
+            spec("sm_90a", DTYPES[0], false, true, 2, true),
         ];
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }

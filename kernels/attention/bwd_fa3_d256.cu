@@ -73,7 +73,7 @@ static_assert(KILN_D256_DET == 3,
 constexpr u32 BAR_HANDOFF = 8;
 static_assert(!D256_WRITER || STAGES == 2, "a writer barrier per ring stage: 8 and 9");
 
-// KILN_D256_DQ_PARTS P (the host's bwd_fa3_d256_w2_cols2 and _cols4, with KILN_D256_DET 3): each
+// KILN_D256_DQ_PARTS 2 (the host's bwd_fa3_d256_w2_cols2 and _cols2e, with KILN_D256_DET 3): each
 // (head, query block)'s order split by columns into P parts of 256 / P, each with its own counter
 // (dq_sem holds P a tile, [tile][P]), so that an adder's part q waits for the previous adder's
 // part q only, not its whole tile. With one order a tile (w2) each hop of the chain is the whole
@@ -87,7 +87,10 @@ constexpr int D256_DQ_PARTS = KILN_D256_DQ_PARTS;
 #else
 constexpr int D256_DQ_PARTS = 1;
 #endif
-static_assert(D256_DQ_PARTS == 1 || D256_DQ_PARTS == 2 || D256_DQ_PARTS == 4, "KILN_D256_DQ_PARTS: 1, 2 or 4 column parts");
+// Four parts (bwd_fa3_d256_w2_cols4) lost 13-22 % to w2 in two calls (H200, 2026-12-01, ledger
+// D110, D112): lane 0 took every part's turn and the previous part's bump before the stage was read
+// out, so the stage was held ~3.8 us and the producer's ring stalled; deleted.
+static_assert(D256_DQ_PARTS == 1 || D256_DQ_PARTS == 2, "KILN_D256_DQ_PARTS: 1 or 2 column parts (4 was deleted on 2026-12-01)");
 static_assert(D256_DQ_PARTS == 1 || D256_WRITER, "KILN_D256_DQ_PARTS orders the writers' reduces (KILN_D256_DET 3)");
 // KILN_D256_DQ_EAGER 1 (the host's bwd_fa3_d256_w2_cols2e, with KILN_D256_DQ_PARTS): the last
 // part's completion waited for and its counter bumped as soon as the stage is released, and the

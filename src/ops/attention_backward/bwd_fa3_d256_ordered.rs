@@ -40,12 +40,14 @@
 //! one query block apart, `KILN_BWD_DET_GS1`; in three calls 1.004-1.024x w2 at B1 H16 S16384,
 //! within the spread, and 0.981-0.987x at B4 H16 S4096) and its diagnostic
 //! `bwd_fa3_d256_rotated_gs1` (0.986x `bwd_fa3_d256_rotated`).
-//!   `bwd_fa3_d256_w2_cols2`, `bwd_fa3_d256_w2_cols4` (`KILN_D256_DQ_PARTS` 2, 4; ledger D110):
-//!   w2 whose order is split into 2 or 4 column parts of each dQ tile, each with its own counter,
+//!   `bwd_fa3_d256_w2_cols2` (`KILN_D256_DQ_PARTS` 2; ledger D110): w2 whose order is split
+//!   into 2 column parts of each dQ tile (128 columns), each with its own counter,
 //!   so that a hop of the chain waits for one part's reduce, not the whole tile's; the same sums
 //!   in the same order per element as w2 (bitwise w2's results). Compiled when asked for.
 //!   `bwd_fa3_d256_w2_cols2e` (`KILN_D256_DQ_EAGER`; ledger D111): `_cols2` whose last part is
 //!   bumped as soon as it completes, before the next block's counter is read.
+//! Deleted on 2026-12-01 (ledger D112): `bwd_fa3_d256_w2_cols4` (the same in four parts of 64
+//! columns: 0.78-0.87x w2 in two calls, the stage held through four turns and bumps).
 //! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of w2's kernel compiled
 //! with `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the
 //! record's layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
@@ -70,8 +72,6 @@ pub enum D256Det {
     /// `bwd_fa3_d256_w2_cols2`: w2 with each tile's order in two column parts (128 columns each,
     /// a counter each).
     Cols2,
-    /// `bwd_fa3_d256_w2_cols4`: the same in four parts of 64 columns.
-    Cols4,
     /// `bwd_fa3_d256_w2_cols2e`: `Cols2` whose last part is bumped as soon as it completes,
     /// before the next block's counter is read (`KILN_D256_DQ_EAGER`).
     Cols2e,
@@ -83,7 +83,6 @@ impl D256Det {
         match self {
             D256Det::W2 | D256Det::Rotated => 1,
             D256Det::Cols2 | D256Det::Cols2e => 2,
-            D256Det::Cols4 => 4,
         }
     }
 
@@ -107,18 +106,10 @@ impl BwdFa3D256Ordered {
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
     /// `bwd_fa3_d256_w2_cols2`.
     pub const COLS2: Self = BwdFa3D256Ordered(D256Det::Cols2);
-    /// `bwd_fa3_d256_w2_cols4`.
-    pub const COLS4: Self = BwdFa3D256Ordered(D256Det::Cols4);
     /// `bwd_fa3_d256_w2_cols2e`.
     pub const COLS2E: Self = BwdFa3D256Ordered(D256Det::Cols2e);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 5] = [
-        Self::W2,
-        Self::ROTATED,
-        Self::COLS2,
-        Self::COLS4,
-        Self::COLS2E,
-    ];
+    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::COLS2, Self::COLS2E];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -214,7 +205,6 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::W2 => "bwd_fa3_d256_w2",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
             D256Det::Cols2 => "bwd_fa3_d256_w2_cols2",
-            D256Det::Cols4 => "bwd_fa3_d256_w2_cols4",
             D256Det::Cols2e => "bwd_fa3_d256_w2_cols2e",
         }
     }
@@ -223,7 +213,6 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
             D256Det::Cols2 => "bwd_fa3_d256_w2 with each dQ tile's order in two column parts, a counter each, so that a hop waits for one part's reduce",
-            D256Det::Cols4 => "bwd_fa3_d256_w2 with each dQ tile's order in four column parts, a counter each, so that a hop waits for one part's reduce",
             D256Det::Cols2e => "bwd_fa3_d256_w2_cols2 whose last part is bumped as soon as it completes, before the next block's counter is read",
         }
     }
@@ -234,8 +223,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
                 D256Det::W2 => 0,
                 D256Det::Rotated => 1,
                 D256Det::Cols2 => 2,
-                D256Det::Cols4 => 3,
-                D256Det::Cols2e => 4,
+                D256Det::Cols2e => 3,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
@@ -291,13 +279,12 @@ mod tests {
                 "bwd_fa3_d256_w2",
                 "bwd_fa3_d256_rotated",
                 "bwd_fa3_d256_w2_cols2",
-                "bwd_fa3_d256_w2_cols4",
                 "bwd_fa3_d256_w2_cols2e"
             ]
         );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 5);
+        assert_eq!(rungs.len(), 4);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -323,7 +310,6 @@ mod tests {
         // the column parts: the define, and as many counters a query block
         for (v, n) in [
             (BwdFa3D256Ordered::COLS2, 2),
-            (BwdFa3D256Ordered::COLS4, 4),
             (BwdFa3D256Ordered::COLS2E, 2),
         ] {
             assert_eq!(v.0.parts(), n);
@@ -339,7 +325,7 @@ mod tests {
             );
         }
         assert_eq!(BwdFa3D256Ordered::W2.0.parts(), 1);
-        // deleted (ledger D30, D50, D60, D90, D100, D105, D106)
+        // deleted (ledger D30, D50, D60, D90, D100, D105, D106, D112)
         for gone in [
             "bwd_fa3_d256_chains",
             "bwd_fa3_d256_ordered",
@@ -354,6 +340,7 @@ mod tests {
             "bwd_fa3_d256_w2_pf",
             "bwd_fa3_d256_w2_gs1",
             "bwd_fa3_d256_rotated_gs1",
+            "bwd_fa3_d256_w2_cols4",
         ] {
             assert_eq!(BwdFa3D256Ordered::by_name(gone), None);
             assert!(r
@@ -381,8 +368,7 @@ mod tests {
             spec("sm_90a", DTYPES[0], true, false, 1, false),
             spec("sm_90a", DTYPES[0], false, true, 1, false),
             spec("sm_90a", DTYPES[0], false, false, 2, false),
-            spec("sm_90a", DTYPES[1], false, false, 4, false),
-            spec("sm_90a", DTYPES[0], false, true, 4, false),
+            spec("sm_90a", DTYPES[1], false, false, 2, false),
             spec("sm_90a", DTYPES[1], false, false, 2, true),
             spec("sm_90a", DTYPES[0], false, true, 2, true),
         ];

@@ -13,7 +13,8 @@
 //! the sums are the staged version's in another order (its error bounds). Problems that are not
 //! deterministic run `bwd_fa3_d256_tma`.
 //!   `bwd_fa3_d256_w2`: the deterministic default at d256 (ledger D31, D33: 0.84-0.95x the
-//!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds).
+//!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds);
+//!   since 2026-12-01 for causal problems only (D113).
 //!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
 //!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
@@ -43,7 +44,10 @@
 //!   `bwd_fa3_d256_w2_cols2` (`KILN_D256_DQ_PARTS` 2; ledger D110): w2 whose order is split
 //!   into 2 column parts of each dQ tile (128 columns), each with its own counter,
 //!   so that a hop of the chain waits for one part's reduce, not the whole tile's; the same sums
-//!   in the same order per element as w2 (bitwise w2's results). Compiled when asked for.
+//!   in the same order per element as w2 (bitwise w2's results). The deterministic default at
+//!   d256 for non-causal problems since 2026-12-01 (D113: 1.015-1.055x w2 at B1 H16 S16384 and B4
+//!   H16 S4096 in two calls on an H200; causal 0.984x and 0.997x in one, not a win); its kernels
+//!   compile at first use, outside the variant budget (as `bwd_fa3_d256_persist`'s).
 //!   `bwd_fa3_d256_w2_cols2e` (`KILN_D256_DQ_EAGER`; ledger D111): `_cols2` whose last part is
 //!   bumped as soon as it completes, before the next block's counter is read.
 //! Deleted on 2026-12-01 (ledger D112): `bwd_fa3_d256_w2_cols4` (the same in four parts of 64
@@ -100,7 +104,7 @@ pub struct BwdFa3D256Ordered(pub D256Det);
 const WRITERS: u32 = 2;
 
 impl BwdFa3D256Ordered {
-    /// `bwd_fa3_d256_w2`: the deterministic default at d256.
+    /// `bwd_fa3_d256_w2`: the deterministic default at d256 for causal problems.
     pub const W2: Self = BwdFa3D256Ordered(D256Det::W2);
     /// `bwd_fa3_d256_rotated`.
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
@@ -250,14 +254,20 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
     fn by_default(&self) -> bool {
         false
     }
-    /// The deterministic mode's default at d256: `bwd_fa3_d256_w2` (H200, 2026-11-30, ledger D31,
-    /// D33, D34: verified over two and three waves, GQA causal f16 and Sq 65 Skv 200, runs bitwise
-    /// equal, memcheck clean; in one process with the non-deterministic run, 0.84-0.95x it at B4
-    /// H16 S4096 and B1 H16 S16384, causal or not, in two rounds, where the consumers' own ordered
-    /// adds ran 0.59-0.70x). Not the non-deterministic mode's (it runs `bwd_fa3_d256_tma` there
-    /// anyway).
+    /// The deterministic mode's default at d256: `bwd_fa3_d256_w2_cols2` for non-causal problems
+    /// (H200, 2026-12-01, ledger D110, D113: verified over three waves, causal, GQA BHSD f16,
+    /// one-step tiles and Sq 65 Skv 200 under memcheck, runs bitwise equal; in one process with
+    /// w2, 1.015-1.055x it at B1 H16 S16384 and B4 H16 S4096 in two calls), `bwd_fa3_d256_w2` for
+    /// causal ones (2026-11-30, D31, D33, D34: 0.90-0.95x the non-deterministic run in two rounds;
+    /// `_cols2` 0.984x and 0.997x w2 there, D113). Not the non-deterministic mode's (it runs
+    /// `bwd_fa3_d256_tma` there anyway).
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
-        self.0 == D256Det::W2 && p.deterministic
+        let want = if p.attn.causal {
+            D256Det::W2
+        } else {
+            D256Det::Cols2
+        };
+        self.0 == want && p.deterministic
     }
 }
 
@@ -296,7 +306,13 @@ mod tests {
                 .select_attention_backward(&p(256, true), &h100, Some(v.name()))
                 .unwrap();
             assert_eq!(k.name(), v.name());
-            assert_eq!(v.by_default_for(&p(256, true)), v == BwdFa3D256Ordered::W2);
+            assert_eq!(
+                v.by_default_for(&p(256, true)),
+                v == BwdFa3D256Ordered::COLS2
+            );
+            let mut causal = p(256, true);
+            causal.attn.causal = true;
+            assert_eq!(v.by_default_for(&causal), v == BwdFa3D256Ordered::W2);
             assert!(!v.by_default_for(&p(256, false)));
         }
         let label = spec("sm_90a", DTYPES[0], false, false, 1, false).label();
@@ -354,13 +370,18 @@ mod tests {
                 .unwrap()
                 .name()
         };
-        assert_eq!(pick(256, true), "bwd_fa3_d256_w2");
+        assert_eq!(pick(256, true), "bwd_fa3_d256_w2_cols2");
+        let mut causal = p(256, true);
+        causal.attn.causal = true;
+        let k = r.select_attention_backward(&causal, &h100, None).unwrap();
+        assert_eq!(k.name(), "bwd_fa3_d256_w2");
         assert_eq!(pick(256, false), "bwd_fa3_d256_persist");
         assert_eq!(pick(128, true), "bwd_fa3_ordered_w2");
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (`KILN_BWD_D256_P16`'s; traced; the column parts') compile for sm_90a with no local memory, no
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced; the column parts', among them the non-causal
+    /// default's in both types) compile for sm_90a with no local memory, no
     /// wgmma serialisation and the register split honoured (w2's own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
@@ -369,6 +390,7 @@ mod tests {
             spec("sm_90a", DTYPES[0], false, true, 1, false),
             spec("sm_90a", DTYPES[0], false, false, 2, false),
             spec("sm_90a", DTYPES[1], false, false, 2, false),
+            // (the non-causal default's, compiled at first use)
             spec("sm_90a", DTYPES[1], false, false, 2, true),
             spec("sm_90a", DTYPES[0], false, true, 2, true),
         ];

@@ -19,6 +19,15 @@
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
 //!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
 //!   any form on that walk). Until 2026-11-30 it ran the first ordered form's kernel.
+//!   `bwd_fa3_d256_w2_cols2` (`KILN_D256_DQ_PARTS` 2; ledger D110): w2 whose order is split into
+//!   two column parts of each dQ tile (128 columns each), each with its own counter, so that a
+//!   hop of the chain waits for one part's reduce, not the whole tile's; the same sums
+//!   in the same order per element as w2 (bitwise w2's results). The deterministic default at
+//!   d256 for non-causal problems since 2026-12-01 (D113: 1.015-1.055x w2 at B1 H16 S16384 and B4
+//!   H16 S4096 in two calls on an H200; causal 0.984x and 0.997x in one, not a win); its kernels
+//!   compile at first use, outside the variant budget (as `bwd_fa3_d256_persist`'s).
+//!   `bwd_fa3_d256_w2_cols2e` (`KILN_D256_DQ_EAGER`; ledger D111): `_cols2` whose last part is
+//!   bumped as soon as it completes, before the next block's counter is read.
 //! Deleted on 2026-11-30 (ledger D50): the first ordered form `bwd_fa3_d256_ordered` (each
 //! consumer's adder waiting for the turn; the default before w2), its early-bump form
 //! `bwd_fa3_d256_ordered_early` (refuted, D15) and the one-writer `bwd_fa3_d256_writer` (0.77-0.88x,
@@ -41,20 +50,12 @@
 //! one query block apart, `KILN_BWD_DET_GS1`; in three calls 1.004-1.024x w2 at B1 H16 S16384,
 //! within the spread, and 0.981-0.987x at B4 H16 S4096) and its diagnostic
 //! `bwd_fa3_d256_rotated_gs1` (0.986x `bwd_fa3_d256_rotated`).
-//!   `bwd_fa3_d256_w2_cols2` (`KILN_D256_DQ_PARTS` 2; ledger D110): w2 whose order is split
-//!   into 2 column parts of each dQ tile (128 columns), each with its own counter,
-//!   so that a hop of the chain waits for one part's reduce, not the whole tile's; the same sums
-//!   in the same order per element as w2 (bitwise w2's results). The deterministic default at
-//!   d256 for non-causal problems since 2026-12-01 (D113: 1.015-1.055x w2 at B1 H16 S16384 and B4
-//!   H16 S4096 in two calls on an H200; causal 0.984x and 0.997x in one, not a win); its kernels
-//!   compile at first use, outside the variant budget (as `bwd_fa3_d256_persist`'s).
-//!   `bwd_fa3_d256_w2_cols2e` (`KILN_D256_DQ_EAGER`; ledger D111): `_cols2` whose last part is
-//!   bumped as soon as it completes, before the next block's counter is read.
 //! Deleted on 2026-12-01 (ledger D112): `bwd_fa3_d256_w2_cols4` (the same in four parts of 64
 //! columns: 0.78-0.87x w2 in two calls, the stage held through four turns and bumps).
-//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of w2's kernel compiled
-//! with `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the
-//! record's layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
+//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of the version's kernel
+//! (w2's, or a column-parts form's: part 0's chain) compiled with `KILN_D256_TRACE`, whose
+//! writers stamp their turns, issues, completions and bumps (the record's layout:
+//! `bwd_fa3_d256.cu`), for scripts/det_trace.py.
 
 use super::bwd_fa3_d256::{self, D256};
 use super::bwd_fa3_wgmma::Sched;

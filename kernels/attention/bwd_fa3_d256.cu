@@ -411,7 +411,8 @@ __device__ __forceinline__ void d256_reduce_part(const TmaMap* tdq, u32 st, int 
 // the previous one issued second: a bump later a hop.) A writer waiting for part q's turn holds
 // only part q - 1's bump of the same tile, which only later adders of that tile wait for, so
 // waits still follow steps (det_schedule.rs). Stamps (KILN_D256_TRACE): part 0's chain only (role
-// 0, its counter in word 0): at four parts (deleted, D112) the last part's too spilled the writer's 24 registers.
+// 0, its counter in word 0): at four parts (deleted, D112) the last part's as well spilled the
+// writer's 24 registers.
 __device__ __forceinline__ void d256_writer_parts(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const TmaMap* tdq, int j) {
   constexpr int P = D256_DQ_PARTS;
   const int writers = p.det_writers == 2 ? 2 : 1;

@@ -73,6 +73,38 @@ static_assert(KILN_D256_DET == 3,
 constexpr u32 BAR_HANDOFF = 8;
 static_assert(!D256_WRITER || STAGES == 2, "a writer barrier per ring stage: 8 and 9");
 
+// KILN_D256_DQ_PARTS 2 (the host's bwd_fa3_d256_w2_cols2 and _cols2e, with KILN_D256_DET 3): each
+// (head, query block)'s order split by columns into P parts of 256 / P, each with its own counter
+// (dq_sem holds P a tile, [tile][P]), so that an adder's part q waits for the previous adder's
+// part q only, not its whole tile. With one order a tile (w2) each hop of the chain is the whole
+// 64 KB reduce's completion (~2.37 us after the issue, of which ~1.70 its read out of the stage)
+// plus the bump and its sight (~1.1 us): ~3.4 us against a non-deterministic step of ~3.1 (H200,
+// 2026-12-01, ledger D104). A part's reduce is 64 / P KB, so a part's hop is its own read, the
+// latency after it, the bump and its sight. Every element is still added in rank order (its
+// part's), so runs are bitwise equal, and equal to w2's. d256_writer_parts says in what order.
+#if defined(KILN_D256_DQ_PARTS)
+constexpr int D256_DQ_PARTS = KILN_D256_DQ_PARTS;
+#else
+constexpr int D256_DQ_PARTS = 1;
+#endif
+// Four parts (bwd_fa3_d256_w2_cols4) lost 13-22 % to w2 in two calls (H200, 2026-12-01, ledger
+// D110, D112): lane 0 took every part's turn and the previous part's bump before the stage was read
+// out, so the stage was held ~3.8 us and the producer's ring stalled; deleted.
+static_assert(D256_DQ_PARTS == 1 || D256_DQ_PARTS == 2, "KILN_D256_DQ_PARTS: 1 or 2 column parts (4 was deleted on 2026-12-01)");
+static_assert(D256_DQ_PARTS == 1 || D256_WRITER, "KILN_D256_DQ_PARTS orders the writers' reduces (KILN_D256_DET 3)");
+// KILN_D256_DQ_EAGER 1 (the host's bwd_fa3_d256_w2_cols2e, with KILN_D256_DQ_PARTS): the last
+// part's completion waited for and its counter bumped as soon as the stage is released, and the
+// next block's first counter read only after that. d256_writer's early read overlaps a 64 KB
+// reduce's completion (~0.6 us left after the read); a part's completion is mostly over by then,
+// so with parts the read's round trip (~0.5 us) sat before the last part's bump, and the next
+// adder's last part waited ~1 us longer for its turn than its first (H200, 2026-12-01, D110).
+#if defined(KILN_D256_DQ_EAGER)
+constexpr bool D256_DQ_EAGER = KILN_D256_DQ_EAGER != 0;
+#else
+constexpr bool D256_DQ_EAGER = false;
+#endif
+static_assert(!D256_DQ_EAGER || D256_DQ_PARTS > 1, "KILN_D256_DQ_EAGER: the last column part's bump (KILN_D256_DQ_PARTS)");
+
 // KILN_D256_TRACE 1 (the host's --det-trace; a diagnostic, never dispatched): each writer's lane 0
 // stamps its adds into p.det_trace, a record of TRACE_WORDS u32 per (block, role, iteration) at
 // ((block · 2 + role) · group · m_blocks + it) (block: the grid's linear index; role 0, the
@@ -355,6 +387,96 @@ __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk
                     k.n0 + th.krow, p.skv, p.kv_ss, th.t);
 }
 
+// D256_DQ_PARTS: the boxes of column part q (256 / P columns: consumer c = q / (P / 2)'s tile,
+// staged in the stage's dO half for c 0 and its Q half for c 1, as d256_writer's two reduces)
+// added by TMA reduce from ring stage `st`, as one bulk group.
+__device__ __forceinline__ void d256_reduce_part(const TmaMap* tdq, u32 st, int q, int sq, int b, int h, int m0) {
+  constexpr int COLS = D / D256_DQ_PARTS, BOXES = COLS / 32;
+  const int c = q * COLS / QN, g0 = (q * COLS % QN) / 32;
+  const u32 tile = st + (c == 0 ? Q_BYTES : 0);
+#pragma unroll
+  for (int g = g0; g < g0 + BOXES; ++g)
+    if (m0 < sq) tma_reduce_add_5d(tdq, tile + g * (MH * 64 * 128), 0, c * (QN / 32) + g, m0, h, b);
+  tma_store_commit();
+}
+
+// D256_DQ_PARTS: d256_writer with the tile's order in P column parts, each on its own counter
+// (sem + q). Lane 0 takes the parts in one order, the same for every adder (0 .. P - 1): part
+// q's turn waited for and its reduce issued, then part q - 1's completion waited for and its
+// counter bumped, so that the next adder, which takes the parts in the same order, can issue part
+// q - 1 while this one's later parts are still being read; the last part bumped once the stage is
+// released. The same order for every adder makes the chains a pipeline: part q of the previous
+// adder was issued and bumped just before the part this adder waits for next. (An order rotated by
+// the rank, the first form named in the doc, would make each adder wait first for the part that
+// the previous one issued second: a bump later a hop.) A writer waiting for part q's turn holds
+// only part q - 1's bump of the same tile, which only later adders of that tile wait for, so
+// waits still follow steps (det_schedule.rs). Stamps (KILN_D256_TRACE): part 0's chain only (role
+// 0, its counter in word 0): at four parts (deleted, D112) the last part's as well spilled the
+// writer's 24 registers.
+__device__ __forceinline__ void d256_writer_parts(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const TmaMap* tdq, int j) {
+  constexpr int P = D256_DQ_PARTS;
+  const int writers = p.det_writers == 2 ? 2 : 1;
+  if (j >= writers) return;
+  const bool lead = threadIdx.x % 32 == 0, det = p.dq_sem != nullptr;
+  const DetGroup g = det ? det_group(k, p) : DetGroup{0, 1, 0};
+  // lane 0: iteration it's (head, query block), part 0's counter and the turn (every part's)
+  auto slot = [&](int it, int& h, int& mb, u32& turn) -> u32* {
+    det_walk_at(k, p, it, h, mb);
+    turn = det ? (u32)det_rank(k, p, g, mb) : 0;
+    return det ? p.dq_sem + (((i64)k.b * p.heads_q + h) * p.m_blocks + mb) * P : nullptr;
+  };
+  u32 at = 0;  // part 0's counter as last read (0: not yet)
+  for (int it = j; it < k.iters; it += writers) {
+    const int s = sm.qring.slot(it);
+    named_barrier_sync(BAR_HANDOFF + s, 288);
+    if (lead) {
+      int h, mb;
+      u32 turn;
+      u32* sem = slot(it, h, mb, turn);
+      d256_trace_head(p, 0, it, sem, turn, 1);
+      d256_stamp(p, 0, it, EV_STEP);
+      const u32 st = sm.ring + s * STAGE_BYTES;
+#pragma unroll
+      for (int q = 0; q < P; ++q) {
+        if (q == 0) d256_stamp(p, 0, it, EV_READY);
+        if (det) {
+          u32 a = q == 0 ? at : 0;
+          while (a < turn) a = ld_acquire(sem + q);
+          fence_proxy_async_global();  // (the counter's acquire before the bulk adds)
+        }
+        if (q == 0) d256_stamp(p, 0, it, EV_TURN);
+        d256_reduce_part(tdq, st, q, p.sq, k.b, h, mb * BM);
+        if (det && q > 0) {
+          // part q - 1 complete (every bulk group but part q's) and bumped
+          if (q == 1) d256_stamp(p, 0, it, EV_CW0);
+          tma_store_wait<1>();
+          if (q == 1) d256_stamp(p, 0, it, EV_CW1);
+          fence_proxy_async_global();
+          red_release_add(sem + (q - 1), 1);
+          if (q == 1) d256_stamp(p, 0, it, EV_BUMP);
+        }
+      }
+      tma_store_wait_read<0>();
+      d256_release(sm, s, 8);  // (the consumers' 8 warps' arrivals, as the staged adders' 4 + 4)
+      d256_stamp(p, 0, it, EV_READ);
+      at = 0;
+      if (det) {
+        // the next block's part 0 counter read first (as d256_writer), then the last part's
+        // completion and bump; D256_DQ_EAGER: the bump first
+        int h2, mb2;
+        u32 turn2;
+        if (!D256_DQ_EAGER && it + writers < k.iters) at = ld_acquire(slot(it + writers, h2, mb2, turn2));
+        tma_store_wait<0>();
+        fence_proxy_async_global();
+        red_release_add(sem + (P - 1), 1);
+        if (D256_DQ_EAGER && it + writers < k.iters) at = ld_acquire(slot(it + writers, h2, mb2, turn2));
+      }
+    }
+    __syncwarp();
+  }
+  if (lead) tma_store_wait<0>();  // (the last tiles read before the block's memory goes)
+}
+
 // D256_WRITER: writer j of p.det_writers (warp 1 + j of warpgroup 0; with 2, warps 1 and 2 take
 // the iterations of parity j, one ring stage each; else warp 1 takes them all), its lane 0 adding
 // both consumers' tiles of a block (consumer 0's columns staged in the stage's dO half, consumer
@@ -368,6 +490,10 @@ __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk
 // block's counter is read before the completion is waited for, so that the read's round trip
 // overlaps it (as bwd_dq_tile.cuh's eager writer).
 __device__ __forceinline__ void d256_writer(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const TmaMap* tdq, int j) {
+  if constexpr (D256_DQ_PARTS > 1) {
+    d256_writer_parts(p, k, sm, tdq, j);
+    return;
+  }
   const int writers = p.det_writers == 2 ? 2 : 1;
   if (!D256_WRITER || j >= writers) return;
   const bool lead = threadIdx.x % 32 == 0, det = p.dq_sem != nullptr;

@@ -301,14 +301,15 @@ mod tests {
         let reg = Registry::default();
         // the default at d256 (verified and faster on an H200) made persistent
         // (`bwd_fa3_d256_persist`, since 2026-12-01); in deterministic mode its ordered reduces by
-        // two writer warps (`bwd_fa3_d256_w2`); d64 and d128 keep theirs
+        // two writer warps in two column parts (`bwd_fa3_d256_w2_cols2`; causal `bwd_fa3_d256_w2`);
+        // d64 and d128 keep theirs
         let k = reg
             .select_attention_backward(&free(256), &h100, None)
             .unwrap();
         assert_eq!(k.name(), "bwd_fa3_d256_persist");
         assert!(BwdFa3D256(D256::Staged).by_default());
         let k = reg.select_attention_backward(&p(256), &h100, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_w2");
+        assert_eq!(k.name(), "bwd_fa3_d256_w2_cols2");
         let k = reg.select_attention_backward(&p(128), &h100, None).unwrap();
         assert!(!k.name().starts_with("bwd_fa3_d256"), "{}", k.name());
         for v in ALL {

@@ -13,7 +13,7 @@
 //! cost) ends 2.7-2.9 % past the mean; longest first in chunks of 2 heads, 0.05-0.14 % past it.
 //! Non-causal walks are all equal: the order changes nothing there (the launch is the default's).
 //! Deterministic problems run the staged kernel's deterministic mode, the ordered atomics
-//! (`lpt_heads` is 0 there; the deterministic default at d256 is `bwd_fa3_d256_w2`, which this
+//! (`lpt_heads` is 0 there; the deterministic default at d256 causal is `bwd_fa3_d256_w2`, which this
 //! does not touch).
 //! `KILN_BWD_LPT=0` runs the grid's order here too (the knob, where set, wins).
 //!
@@ -73,7 +73,7 @@ impl AttentionBackwardKernel for BwdFa3D256Lpt {
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, false, sched)
     }
     /// The default where it measured faster (ledger D40): causal, not deterministic (the
-    /// deterministic default at d256 is `bwd_fa3_d256_w2`, with its own order). Non-causal
+    /// deterministic default at d256 causal is `bwd_fa3_d256_w2`, with its own order). Non-causal
     /// problems launch the same as `bwd_fa3_d256_tma`, which stays their default by name.
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
         p.attn.causal && !p.deterministic

@@ -13,11 +13,21 @@
 //! the sums are the staged version's in another order (its error bounds). Problems that are not
 //! deterministic run `bwd_fa3_d256_tma`.
 //!   `bwd_fa3_d256_w2`: the deterministic default at d256 (ledger D31, D33: 0.84-0.95x the
-//!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds).
+//!   non-deterministic run in two rounds on an H200, 1.32-1.46x the consumers' own ordered adds);
+//!   since 2026-12-01 for causal problems only (D113).
 //!   `bwd_fa3_d256_rotated`: a diagnostic, w2's kernel run on a problem that is not deterministic
 //!   on its rotated walks (non-causal) with no order of adds: the walk's own cost beside
 //!   `bwd_fa3_d256_tma`'s, where every block of a head is on the same query tile (the ceiling of
 //!   any form on that walk). Until 2026-11-30 it ran the first ordered form's kernel.
+//!   `bwd_fa3_d256_w2_cols2` (`KILN_D256_DQ_PARTS` 2; ledger D110): w2 whose order is split into
+//!   two column parts of each dQ tile (128 columns each), each with its own counter, so that a
+//!   hop of the chain waits for one part's reduce, not the whole tile's; the same sums
+//!   in the same order per element as w2 (bitwise w2's results). The deterministic default at
+//!   d256 for non-causal problems since 2026-12-01 (D113: 1.015-1.055x w2 at B1 H16 S16384 and B4
+//!   H16 S4096 in two calls on an H200; causal 0.984x and 0.997x in one, not a win); its kernels
+//!   compile at first use, outside the variant budget (as `bwd_fa3_d256_persist`'s).
+//!   `bwd_fa3_d256_w2_cols2e` (`KILN_D256_DQ_EAGER`; ledger D111): `_cols2` whose last part is
+//!   bumped as soon as it completes, before the next block's counter is read.
 //! Deleted on 2026-11-30 (ledger D50): the first ordered form `bwd_fa3_d256_ordered` (each
 //! consumer's adder waiting for the turn; the default before w2), its early-bump form
 //! `bwd_fa3_d256_ordered_early` (refuted, D15) and the one-writer `bwd_fa3_d256_writer` (0.77-0.88x,
@@ -40,9 +50,12 @@
 //! one query block apart, `KILN_BWD_DET_GS1`; in three calls 1.004-1.024x w2 at B1 H16 S16384,
 //! within the spread, and 0.981-0.987x at B4 H16 S4096) and its diagnostic
 //! `bwd_fa3_d256_rotated_gs1` (0.986x `bwd_fa3_d256_rotated`).
-//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of w2's kernel compiled
-//! with `KILN_D256_TRACE`, whose writers stamp their turns, issues, completions and bumps (the
-//! record's layout: `bwd_fa3_d256.cu`), for scripts/det_trace.py.
+//! Deleted on 2026-12-01 (ledger D112): `bwd_fa3_d256_w2_cols4` (the same in four parts of 64
+//! columns: 0.78-0.87x w2 in two calls, the stage held through four turns and bumps).
+//! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of the version's kernel
+//! (w2's, or a column-parts form's: part 0's chain) compiled with `KILN_D256_TRACE`, whose
+//! writers stamp their turns, issues, completions and bumps (the record's layout:
+//! `bwd_fa3_d256.cu`), for scripts/det_trace.py.
 
 use super::bwd_fa3_d256::{self, D256};
 use super::bwd_fa3_wgmma::Sched;
@@ -61,6 +74,27 @@ pub enum D256Det {
     /// `bwd_fa3_d256_rotated`: the diagnostic, w2's walks without the order on problems that are
     /// not deterministic.
     Rotated,
+    /// `bwd_fa3_d256_w2_cols2`: w2 with each tile's order in two column parts (128 columns each,
+    /// a counter each).
+    Cols2,
+    /// `bwd_fa3_d256_w2_cols2e`: `Cols2` whose last part is bumped as soon as it completes,
+    /// before the next block's counter is read (`KILN_D256_DQ_EAGER`).
+    Cols2e,
+}
+
+impl D256Det {
+    /// The counters (column parts) a dQ tile's order has: `KILN_D256_DQ_PARTS`.
+    pub fn parts(self) -> u32 {
+        match self {
+            D256Det::W2 | D256Det::Rotated => 1,
+            D256Det::Cols2 | D256Det::Cols2e => 2,
+        }
+    }
+
+    /// Whether the last part is bumped before the next block's counter is read.
+    pub fn eager(self) -> bool {
+        self == D256Det::Cols2e
+    }
 }
 
 /// One of the versions on the d256 two-writer kernel.
@@ -71,12 +105,16 @@ pub struct BwdFa3D256Ordered(pub D256Det);
 const WRITERS: u32 = 2;
 
 impl BwdFa3D256Ordered {
-    /// `bwd_fa3_d256_w2`: the deterministic default at d256.
+    /// `bwd_fa3_d256_w2`: the deterministic default at d256 for causal problems.
     pub const W2: Self = BwdFa3D256Ordered(D256Det::W2);
     /// `bwd_fa3_d256_rotated`.
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
+    /// `bwd_fa3_d256_w2_cols2`.
+    pub const COLS2: Self = BwdFa3D256Ordered(D256Det::Cols2);
+    /// `bwd_fa3_d256_w2_cols2e`.
+    pub const COLS2E: Self = BwdFa3D256Ordered(D256Det::Cols2e);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 2] = [Self::W2, Self::ROTATED];
+    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::COLS2, Self::COLS2E];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -93,10 +131,10 @@ impl BwdFa3D256Ordered {
         p: &BackwardProblem,
         ops: &BackwardOperands,
     ) -> Result<Vec<u32>> {
-        if !p.deterministic || self.0 != D256Det::W2 {
+        if !p.deterministic || self.0 == D256Det::Rotated {
             return Err(Error::Unsupported {
                 kernel: self.name().into(),
-                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic and name bwd_fa3_d256_w2".into(),
+                reason: "the trace stamps the deterministic mode's ordered adds; add --deterministic and name bwd_fa3_d256_w2 or a _cols version".into(),
             });
         }
         let a = &p.attn;
@@ -118,11 +156,19 @@ impl BwdFa3D256Ordered {
         det_trace: u64,
     ) -> Result<()> {
         let p16 = ctx.overrides.attention.bwd_d256_p16;
-        let main = spec(&ctx.arch(), p.attn.dtype, p16, trace);
+        let main = spec(
+            &ctx.arch(),
+            p.attn.dtype,
+            p16,
+            trace,
+            self.0.parts(),
+            self.0.eager(),
+        );
         let sched = Sched {
             det_writers: Some(WRITERS),
             det_trace,
             rotate: self.0 == D256Det::Rotated,
+            dq_parts: self.0.parts(),
             ..Sched::of(ctx)
         };
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, true, sched)
@@ -133,9 +179,24 @@ impl BwdFa3D256Ordered {
 pub const TRACE_WORDS: usize = 16;
 
 /// The two-writer kernel for `dtype`: the staged version's with the define `KILN_D256_DET` 3
-/// (`p16`: `KILN_BWD_D256_P16`; `trace`: `KILN_D256_TRACE`, the diagnostic's stamps).
-pub fn spec(arch: &str, dtype: DType, p16: bool, trace: bool) -> KernelSpec {
-    let s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 3);
+/// (`p16`: `KILN_BWD_D256_P16`; `trace`: `KILN_D256_TRACE`, the diagnostic's stamps; `parts` > 1:
+/// `KILN_D256_DQ_PARTS`, the tile's order in column parts; `eager`: `KILN_D256_DQ_EAGER`, their
+/// last part bumped before the next block's counter is read).
+pub fn spec(
+    arch: &str,
+    dtype: DType,
+    p16: bool,
+    trace: bool,
+    parts: u32,
+    eager: bool,
+) -> KernelSpec {
+    let mut s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 3);
+    if parts > 1 {
+        s = s.define("KILN_D256_DQ_PARTS", parts as i64);
+    }
+    if eager {
+        s = s.define("KILN_D256_DQ_EAGER", 1);
+    }
     if trace {
         s.define("KILN_D256_TRACE", 1)
     } else {
@@ -148,12 +209,16 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_w2",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
+            D256Det::Cols2 => "bwd_fa3_d256_w2_cols2",
+            D256Det::Cols2e => "bwd_fa3_d256_w2_cols2e",
         }
     }
     fn summary(&self) -> &'static str {
         match self.0 {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
+            D256Det::Cols2 => "bwd_fa3_d256_w2 with each dQ tile's order in two column parts, a counter each, so that a hop waits for one part's reduce",
+            D256Det::Cols2e => "bwd_fa3_d256_w2_cols2 whose last part is bumped as soon as it completes, before the next block's counter is read",
         }
     }
     fn rung(&self) -> u32 {
@@ -162,6 +227,8 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             + match self.0 {
                 D256Det::W2 => 0,
                 D256Det::Rotated => 1,
+                D256Det::Cols2 => 2,
+                D256Det::Cols2e => 3,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
@@ -173,7 +240,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         if self.0 == D256Det::W2 {
             DTYPES
                 .iter()
-                .map(|&dt| spec(arch, dt, false, false))
+                .map(|&dt| spec(arch, dt, false, false, 1, false))
                 .collect()
         } else {
             Vec::new()
@@ -188,14 +255,20 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
     fn by_default(&self) -> bool {
         false
     }
-    /// The deterministic mode's default at d256: `bwd_fa3_d256_w2` (H200, 2026-11-30, ledger D31,
-    /// D33, D34: verified over two and three waves, GQA causal f16 and Sq 65 Skv 200, runs bitwise
-    /// equal, memcheck clean; in one process with the non-deterministic run, 0.84-0.95x it at B4
-    /// H16 S4096 and B1 H16 S16384, causal or not, in two rounds, where the consumers' own ordered
-    /// adds ran 0.59-0.70x). Not the non-deterministic mode's (it runs `bwd_fa3_d256_tma` there
-    /// anyway).
+    /// The deterministic mode's default at d256: `bwd_fa3_d256_w2_cols2` for non-causal problems
+    /// (H200, 2026-12-01, ledger D110, D113: verified over three waves, causal, GQA BHSD f16,
+    /// one-step tiles and Sq 65 Skv 200 under memcheck, runs bitwise equal; in one process with
+    /// w2, 1.015-1.055x it at B1 H16 S16384 and B4 H16 S4096 in two calls), `bwd_fa3_d256_w2` for
+    /// causal ones (2026-11-30, D31, D33, D34: 0.90-0.95x the non-deterministic run in two rounds;
+    /// `_cols2` 0.984x and 0.997x w2 there, D113). Not the non-deterministic mode's (it runs
+    /// `bwd_fa3_d256_tma` there anyway).
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
-        self.0 == D256Det::W2 && p.deterministic
+        let want = if p.attn.causal {
+            D256Det::W2
+        } else {
+            D256Det::Cols2
+        };
+        self.0 == want && p.deterministic
     }
 }
 
@@ -211,10 +284,18 @@ mod tests {
         let p = |d, det| BackwardProblem::new(AttentionProblem::new(1, 2, 129, d), det);
         let r = Registry::default();
         let names: Vec<&str> = BwdFa3D256Ordered::ALL.iter().map(|v| v.name()).collect();
-        assert_eq!(names, ["bwd_fa3_d256_w2", "bwd_fa3_d256_rotated"]);
+        assert_eq!(
+            names,
+            [
+                "bwd_fa3_d256_w2",
+                "bwd_fa3_d256_rotated",
+                "bwd_fa3_d256_w2_cols2",
+                "bwd_fa3_d256_w2_cols2e"
+            ]
+        );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 2);
+        assert_eq!(rungs.len(), 4);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -226,17 +307,42 @@ mod tests {
                 .select_attention_backward(&p(256, true), &h100, Some(v.name()))
                 .unwrap();
             assert_eq!(k.name(), v.name());
-            assert_eq!(v.by_default_for(&p(256, true)), v == BwdFa3D256Ordered::W2);
+            assert_eq!(
+                v.by_default_for(&p(256, true)),
+                v == BwdFa3D256Ordered::COLS2
+            );
+            let mut causal = p(256, true);
+            causal.attn.causal = true;
+            assert_eq!(v.by_default_for(&causal), v == BwdFa3D256Ordered::W2);
             assert!(!v.by_default_for(&p(256, false)));
         }
-        let label = spec("sm_90a", DTYPES[0], false, false).label();
+        let label = spec("sm_90a", DTYPES[0], false, false, 1, false).label();
         assert!(
             label.contains("KILN_D256_DET=3")
                 && label.contains("KILN_D256_DQ=1")
-                && !label.contains("KILN_D256_TRACE"),
+                && !label.contains("KILN_D256_TRACE")
+                && !label.contains("KILN_D256_DQ_PARTS"),
             "{label}"
         );
-        // deleted (ledger D30, D50, D60, D90, D100, D105, D106)
+        // the column parts: the define, and as many counters a query block
+        for (v, n) in [
+            (BwdFa3D256Ordered::COLS2, 2),
+            (BwdFa3D256Ordered::COLS2E, 2),
+        ] {
+            assert_eq!(v.0.parts(), n);
+            let label = spec("sm_90a", DTYPES[0], false, false, n, v.0.eager()).label();
+            assert!(
+                label.contains(&format!("KILN_D256_DQ_PARTS={n}")),
+                "{label}"
+            );
+            assert_eq!(
+                label.contains("KILN_D256_DQ_EAGER=1"),
+                v == BwdFa3D256Ordered::COLS2E,
+                "{label}"
+            );
+        }
+        assert_eq!(BwdFa3D256Ordered::W2.0.parts(), 1);
+        // deleted (ledger D30, D50, D60, D90, D100, D105, D106, D112)
         for gone in [
             "bwd_fa3_d256_chains",
             "bwd_fa3_d256_ordered",
@@ -251,6 +357,7 @@ mod tests {
             "bwd_fa3_d256_w2_pf",
             "bwd_fa3_d256_w2_gs1",
             "bwd_fa3_d256_rotated_gs1",
+            "bwd_fa3_d256_w2_cols4",
         ] {
             assert_eq!(BwdFa3D256Ordered::by_name(gone), None);
             assert!(r
@@ -264,19 +371,29 @@ mod tests {
                 .unwrap()
                 .name()
         };
-        assert_eq!(pick(256, true), "bwd_fa3_d256_w2");
+        assert_eq!(pick(256, true), "bwd_fa3_d256_w2_cols2");
+        let mut causal = p(256, true);
+        causal.attn.causal = true;
+        let k = r.select_attention_backward(&causal, &h100, None).unwrap();
+        assert_eq!(k.name(), "bwd_fa3_d256_w2");
         assert_eq!(pick(256, false), "bwd_fa3_d256_persist");
         assert_eq!(pick(128, true), "bwd_fa3_ordered_w2");
         assert_eq!(pick(64, true), "bwd_fa3_ordered_w2");
     }
 
-    /// Their kernels (`KILN_BWD_D256_P16`'s; traced) compile for sm_90a with no local memory, no
+    /// Their kernels (`KILN_BWD_D256_P16`'s; traced; the column parts', among them the non-causal
+    /// default's in both types) compile for sm_90a with no local memory, no
     /// wgmma serialisation and the register split honoured (w2's own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
         let specs = vec![
-            spec("sm_90a", DTYPES[0], true, false),
-            spec("sm_90a", DTYPES[0], false, true),
+            spec("sm_90a", DTYPES[0], true, false, 1, false),
+            spec("sm_90a", DTYPES[0], false, true, 1, false),
+            spec("sm_90a", DTYPES[0], false, false, 2, false),
+            spec("sm_90a", DTYPES[1], false, false, 2, false),
+            // (the non-causal default's, compiled at first use)
+            spec("sm_90a", DTYPES[1], false, false, 2, true),
+            spec("sm_90a", DTYPES[0], false, true, 2, true),
         ];
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }

@@ -12,7 +12,7 @@ use super::{
     AttnBwdArgs, BackwardOperands, BackwardProblem, BackwardWorkspace,
 };
 use crate::device::{
-    Context, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
+    Context, DeviceBuffer, DeviceInfo, LaunchConfig, TensorMap, TiledArgs, TmaDType, TmaSwizzle,
 };
 use crate::error::Result;
 use crate::jit::KernelSpec;
@@ -382,6 +382,7 @@ pub fn launch_tile_writers(
         rotate: false,
         det_slots: None,
         persist: false,
+        dq_parts: 1,
     };
     let t = WgmmaBwdTile {
         tail: sched.split.is_some(),
@@ -426,6 +427,10 @@ pub struct Sched {
     /// taking key blocks from a counter (`tail_sem`, two words that the kernel returns to 0),
     /// launched as a programmatic dependent of the preprocess.
     pub persist: bool,
+    /// `bwd_fa3_d256_w2_cols2`, `_cols4` (`KILN_D256_DQ_PARTS`): the deterministic counters a
+    /// query block (one a column part; 1 elsewhere), zeroed before each launch (the preprocess
+    /// zeroes one a query block).
+    pub dq_parts: u32,
 }
 
 impl Sched {
@@ -439,6 +444,7 @@ impl Sched {
             rotate: false,
             det_slots: None,
             persist: false,
+            dq_parts: 1,
         }
     }
 }
@@ -523,8 +529,15 @@ pub fn launch_main(
     check_aligned(name, ops)?;
     let a = &p.attn;
     let main = ctx.function(main)?;
-    let ws = BackwardWorkspace::of(ctx, p, BM as usize)?;
+    let parts = sched.dq_parts.max(1) as usize;
+    let ws = BackwardWorkspace::with_parts(ctx, p, BM as usize, parts)?;
     let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
+    if parts > 1 && p.deterministic {
+        let bytes = a.batch * a.heads_q * a.seqlen_q.div_ceil(BM as usize) * parts * 4;
+        // SAFETY: the counters' scratch, sized above for `parts` a query block, is the context's
+        // and outlives the launches on its stream.
+        unsafe { DeviceBuffer::borrowed(ws.dq_sem, bytes) }.fill_bytes(0, ctx)?;
+    }
     args.det_trace = sched.det_trace;
     if let Some(g) = packed {
         (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);

@@ -230,9 +230,20 @@ impl BackwardWorkspace {
     /// The context's scratch buffers grown to what `p` needs with query blocks of `m_block`
     /// rows (the counters only in deterministic mode).
     pub fn of(ctx: &Context, p: &BackwardProblem, m_block: usize) -> Result<BackwardWorkspace> {
+        Self::with_parts(ctx, p, m_block, 1)
+    }
+
+    /// [`BackwardWorkspace::of`] with `parts` counters a query block (`bwd_fa3_d256_w2_cols2`,
+    /// `_cols4`: one a column part).
+    pub fn with_parts(
+        ctx: &Context,
+        p: &BackwardProblem,
+        m_block: usize,
+        parts: usize,
+    ) -> Result<BackwardWorkspace> {
         let a = &p.attn;
         let s = &ctx.scratch;
-        let sems = a.batch * a.heads_q * a.seqlen_q.div_ceil(m_block);
+        let sems = a.batch * a.heads_q * a.seqlen_q.div_ceil(m_block) * parts;
         Ok(BackwardWorkspace {
             delta: s.attn_bwd_delta.at_least(ctx, a.lse_elems() * 4)?,
             dq_acc: s.attn_bwd_dq_acc.at_least(ctx, a.q_elems() * 4)?,

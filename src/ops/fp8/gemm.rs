@@ -917,6 +917,12 @@ pub fn configs(
             .tma_store(),
         Fp8Config::wide_pair(256, false),
         Fp8Config::wide_pair(256, false).deferred_epilogue(),
+        // 2026-12-01 (ledger row 230): the 128 x 192 tile in pairs, its epilogue deferred
+        // (`192tmd`): each consumer's 64 x 192 one drained m64n192 batch a K block where `256tmd`
+        // runs two halves (as `192md` beat `256md` with tensor scales, row 213), the B scale of
+        // each column group chosen at compile time (row 150's `192tmd` chose it at run time and
+        // lost 20-31 %). By name only.
+        Fp8Config::wide_pair(192, false).deferred_epilogue(),
         // ledger rows 24-25: the 128 x 256 tile in single CTAs, one tile a CTA at 64 < M <= 128
         // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
         // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
@@ -2935,11 +2941,14 @@ mod tests {
     fn the_128_by_192_block_tile_lost_and_is_not_compiled() {
         // ledger rows 40, 70 and 91: `192othl/1` (and `192otbhl/1`) lost to the 128 x 256 tile at
         // 128x24576x1536 in four rounds; the kernel keeps the code (192-wide B-scale picks), the
-        // list no variant of it; the 192 x 192 tile of tensor scales is another kernel
+        // list no variant of it; the 192 x 192 tile of tensor scales is another kernel, and so is
+        // the large-M pair tile with its epilogue deferred (`192tmd`, ledger row 230)
         let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
         let narrow: Fp8Config = "192th".parse().unwrap();
         assert_eq!(block.iter().filter(|x| x.same_kernel(&narrow)).count(), 0);
-        assert!(block.iter().all(|x| x.bm != 128 || x.bn != 192));
+        assert!(block
+            .iter()
+            .all(|x| x.bm != 128 || x.bn != 192 || (x.ctas_m() == 2 && x.deferred)));
         let fast = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Tensor, false);
         assert!(fast.iter().any(|x| x.bm == 192 && x.bn == 192));
         // the large rule's one-tile config where it fills the SMs, 256 wide
@@ -2950,6 +2959,54 @@ mod tests {
         for ok in ["256othl/1", "256thl/1", "256tbhl/1"] {
             let c: Fp8Config = ok.parse().unwrap();
             assert!(check_config(&p, c).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn the_block_scaled_192_pair_tile_is_compiled_by_name_and_no_rule_takes_it() {
+        // ledger row 230 (2026-12-01): `192tmd`, five stages of 40 KB and a 640-byte slot, one
+        // staging buffer a consumer; no slices (its epilogue deferred)
+        let block: Fp8Config = "192tmd".parse().unwrap();
+        assert_eq!(block, Fp8Config::wide_pair(192, false).deferred_epilogue());
+        assert_eq!(block.to_string(), "192tmd");
+        assert_eq!(
+            (
+                block.stages(),
+                block.parts(),
+                block.max_splits(),
+                block.c_bytes()
+            ),
+            (5, 1, 1, 2 * 8192)
+        );
+        assert_eq!(
+            block.smem_bytes(),
+            1024 + 5 * (40_960 + 16 + 640) + 2 * 8192
+        );
+        assert!(block.smem_bytes() <= SMEM_BUDGET);
+        let ds = |m, n, k| Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+        for (m, n, k) in [(4096, 24576, 1536), (4096, 32768, 512), (4096, 7168, 16384)] {
+            assert!(check_config(&ds(m, n, k), block).is_ok(), "{m}x{n}x{k}");
+        }
+        assert!(check_config(&ds(4096, 24576, 1536), Fp8Config { splits: 2, ..block }).is_err());
+        if crate::jit::testing::nvrtc_here() {
+            // no spills, no serialised wgmma with the B scales' factors picked at compile time
+            crate::jit::testing::assert_compile_clean(&[spec(
+                "sm_90a",
+                &ds(4096, 24576, 1536),
+                block,
+            )]);
+        }
+        let dev = h200();
+        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
+            for rule in [
+                Fp8Rule::Large,
+                Fp8Rule::Measured,
+                Fp8Rule::Waves,
+                Fp8Rule::Fill,
+            ] {
+                let c = choose_by(&ds(m, n, k), &dev, rule);
+                assert!(!c.same_kernel(&block), "{m}x{n}x{k} {rule:?}");
+            }
         }
     }
 
@@ -3508,14 +3565,15 @@ mod tests {
         // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
         // promoted `192md`, 102 since row 110 dropped `128pth`; 104 with row 171's lean
         // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`;
-        // 110 with row 202's whole-tile kernels, `64x128psu`, `64x192psu`, `256tquh`, bf16 C only)
-        assert!(v.len() <= 110, "{} variants", v.len());
+        // 110 with row 202's whole-tile kernels, `64x128psu`, `64x192psu`, `256tquh`, bf16 C only;
+        // 113 with row 230's `192tmd`)
+        assert!(v.len() <= 113, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
-        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 15
-        // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
-        // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110);
-        // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3 + 2 + 3);
+        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 16
+        // kernels (17 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
+        // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110;
+        // `192tmd`, row 230); e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 16) * 3 + 3 * 2 * 3 + 2 + 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

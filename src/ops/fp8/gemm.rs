@@ -998,7 +998,26 @@ pub fn configs(
 
 /// The specialisation for `p` with `cfg`.
 pub fn spec(arch: &str, p: &Fp8Problem, cfg: Fp8Config) -> KernelSpec {
-    spec_of(arch, p.a, p.b, p.scale, p.promote, cfg, p.out)
+    spec_ordered(arch, p, cfg, None)
+}
+
+/// [`spec`] in the tile order of `group_m` rows of cluster tiles a column sweep
+/// (`KILN_FP8_GROUP_M`), else [`GROUP_M`].
+pub fn spec_ordered(
+    arch: &str,
+    p: &Fp8Problem,
+    cfg: Fp8Config,
+    group_m: Option<u32>,
+) -> KernelSpec {
+    let mut spec = spec_of(arch, p.a, p.b, p.scale, p.promote, cfg, p.out);
+    if let Some(g) = group_m {
+        for (name, value) in spec.defines.iter_mut() {
+            if name == "KILN_GROUP_M" {
+                *value = g.to_string();
+            }
+        }
+    }
+    spec
 }
 
 fn spec_of(
@@ -2446,7 +2465,12 @@ pub fn gemm_launch(
             "{p} has {t} tiles of {bm}x{bn}, over 2^31 - 1"
         )));
     }
-    let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
+    let f = ctx.function(&spec_ordered(
+        &ctx.arch(),
+        p,
+        cfg,
+        ctx.overrides.fp8.group_m,
+    ))?;
     // one cluster per SM pair that can hold one (GPC boundaries may leave SMs unpaired)
     let ctas = cfg.ctas();
     let slots = ctx.max_active_clusters(&f, ctas, cfg.threads(), cfg.smem_bytes()) as u64;
@@ -2960,6 +2984,31 @@ mod tests {
             let c: Fp8Config = ok.parse().unwrap();
             assert!(check_config(&p, c).is_ok(), "{ok}");
         }
+    }
+
+    #[test]
+    fn the_tile_order_knob_sets_the_group_define_alone() {
+        // KILN_FP8_GROUP_M (ledger row 231): another tile order is another specialisation of
+        // the same kernel, and the default's is the compiled variant's
+        let p = Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor);
+        let c = Fp8Config::ping_pong(192);
+        let group = |s: &KernelSpec| {
+            let g: Vec<&str> = s
+                .defines
+                .iter()
+                .filter(|(k, _)| k == "KILN_GROUP_M")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            g.join(",")
+        };
+        assert_eq!(spec_ordered("sm_90a", &p, c, None), spec("sm_90a", &p, c));
+        assert_eq!(
+            spec_ordered("sm_90a", &p, c, Some(GROUP_M)),
+            spec("sm_90a", &p, c)
+        );
+        let g24 = spec_ordered("sm_90a", &p, c, Some(24));
+        assert_eq!(group(&g24), "24");
+        assert_eq!(g24.defines.len(), spec("sm_90a", &p, c).defines.len());
     }
 
     #[test]

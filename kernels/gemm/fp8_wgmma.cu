@@ -275,13 +275,10 @@ constexpr int DCH = PROMOTE ? C_NCH : EPI_BUFS == 1 ? C_NCH - 1 : C_NCH / 2;
 // one part: each consumer's 64 x 192 is one drained m64n192 batch a K block (fin 96 and a
 // 96-register accumulator, no half re-reading A), its three chunks' 48 pair registers sent under
 // the next tile's first batch while fin is dead.
-// The block-scaled 128 x 192 tile in pairs (`192tmd`, 2026-12-01; ledger row 230) the same: one
-// drained m64n192 batch a K block where `256tmd` runs two halves, the B scale of each column
-// group chosen at compile time (B_PHASED below), one staging buffer a consumer beside the slots.
 static_assert(KILN_TMAE != 3 || (!PROMOTE && SCALE == 0) || (PROMOTE && !PIPE && PARTS == 2) ||
-                  (PROMOTE && !PIPE && (SCALE == 0 || SCALE == 2) && PARTS == 1 && WN == 192 && NCONS == 2),
+                  (PROMOTE && !PIPE && SCALE == 0 && PARTS == 1 && WN == 192 && NCONS == 2),
               "KILN_TMAE = 3 defers the epilogue of the unpromoted tensor-scale kernel, of the drained "
-              "halves of the 128 x 256 tile or of the promoted 128 x 192 tile (tensor or block scales)");
+              "halves of the 128 x 256 tile or of the promoted tensor-scale 128 x 192 tile");
 constexpr u32 C_BYTES = TMA_EPI ? NCONS * EPI_BUFS * Epi::CHUNK_BYTES : 0;
 // Named barriers: 1 to NCONS are the consumers' staging (TmaStoreEpilogue: 1 + consumer), 7 the
 // split-K hand-off of both, TURN + c consumer c's turn to issue a K block (Fp8Args.order: its
@@ -319,12 +316,6 @@ static_assert(SCALE != 2 || B_SPAN <= 2 || (B_SPAN == 3 && SSCALE && !SPLIT_N),
 // three (B_TRIPLE: groups from jb + 16 on take b2).
 constexpr bool B_STRADDLE = SCALE == 2 && (128 % BN) != 0 && !(BN % 128 == 0 && 128 % WN == 0);
 constexpr bool B_TRIPLE = SCALE == 2 && B_SPAN == 3;
-// A consumer 192 wide at a tile's first column (tn * 192 starts 0 or 64 columns into a B block):
-// its column groups J < 8 lie in the first B block, J >= 16 in the second, and only J = 8 .. 15
-// depend on the tile's phase, so the promotion picks one pair of factors for those at run time
-// and every register's factor at compile time (a run-time `J < jb` for each of 96 registers is
-// what row 150's `192tmd` paid, by its reading).
-constexpr bool B_PHASED = B_STRADDLE && !B_TRIPLE && BN == 192 && WN == 192 && PARTS == 1;
 static_assert(!B_STRADDLE || WN % 8 == 0, "column groups of 8 must not straddle a B scale block");
 // A 2 x 2 cluster's producer holds more (its peers, both parts' coordinates): at 40 ptxas
 // spilled the unit counter; its consumers need no more than 208 (the pipelined 128-wide tile).
@@ -812,16 +803,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         // fin register i: row + 8 ((i >> 1) & 1), column group i >> 2
         const float s00 = sc.a0 * sc.b0, s10 = sc.a1 * sc.b0, s01 = sc.a0 * sc.b1, s11 = sc.a1 * sc.b1;
         const float s02 = B_TRIPLE ? sc.a0 * sc.b2 : 0.0f, s12 = B_TRIPLE ? sc.a1 * sc.b2 : 0.0f;
-        // B_PHASED: groups 8 .. 15 in the first block where the tile starts on one (jb = 16)
-        const float mid0 = jb == 16 ? s00 : s01, mid1 = jb == 16 ? s10 : s11;
 #pragma unroll
         for (int j = 0; j < HR; ++j) {
           const int i = h * HR + j;
           const bool r8 = (i >> 1) & 1;
           const int J = i >> 2;
           // (the 256-wide tile starts on a B block: its column groups J < 16 lie in the first)
-          const float f = B_PHASED                       ? (J < 8 ? (r8 ? s10 : s00) : J < 16 ? (r8 ? mid1 : mid0) : (r8 ? s11 : s01))
-                          : BN == 256 && PARTS > 1       ? (J < 16 ? (r8 ? s10 : s00) : (r8 ? s11 : s01))
+          const float f = BN == 256 && PARTS > 1         ? (J < 16 ? (r8 ? s10 : s00) : (r8 ? s11 : s01))
                           : (!B_STRADDLE || J < jb)      ? (r8 ? s10 : s00)
                           : (!B_TRIPLE || J < jb + 16) ? (r8 ? s11 : s01)
                                                        : (r8 ? s12 : s02);

@@ -906,7 +906,7 @@ pub struct Fp8Overrides {
     /// ([`crate::ops::fp8::Fp8Pdl::default_for`], ledger row 29).
     pub pdl: Option<Fp8Pdl>,
     /// `KILN_FP8_GROUP_M` (1 to 64): the dense FP8 GEMM's tile order, how many rows of cluster
-    /// tiles it sweeps column by column before the next (ledger row 231: which tiles the CTAs in
+    /// tiles it sweeps column by column before the next (ledger row 232: which tiles the CTAs in
     /// flight share decides how many of their loads the L2 sees). Default (`None`): the kernel's,
     /// [`crate::ops::fp8::gemm::GROUP_M`].
     pub group_m: Option<u32>,

@@ -917,12 +917,6 @@ pub fn configs(
             .tma_store(),
         Fp8Config::wide_pair(256, false),
         Fp8Config::wide_pair(256, false).deferred_epilogue(),
-        // 2026-12-01 (ledger row 230): the 128 x 192 tile in pairs, its epilogue deferred
-        // (`192tmd`): each consumer's 64 x 192 one drained m64n192 batch a K block where `256tmd`
-        // runs two halves (as `192md` beat `256md` with tensor scales, row 213), the B scale of
-        // each column group chosen at compile time (row 150's `192tmd` chose it at run time and
-        // lost 20-31 %). By name only.
-        Fp8Config::wide_pair(192, false).deferred_epilogue(),
         // ledger rows 24-25: the 128 x 256 tile in single CTAs, one tile a CTA at 64 < M <= 128
         // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
         // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
@@ -951,7 +945,10 @@ pub fn configs(
         // N = 24,576, lost to `256thl/1` in four rounds, with turns and with `b`: dropped
         // 2026-11-30, ledger row 91; ledger row 51's `256pth`, `256th` pipelined over four parts of 64, and `192pth`, two
         // of 96, were within the spread of `256thl/1` in two rounds: the feed binds, not the
-        // consumers; dropped 2026-11-30, ledger row 70)
+        // consumers; dropped 2026-11-30, ledger row 70; `192tmd`, the 128 x 192 pair tile with
+        // each column group's B scale picked at compile time, ran 2-3 % behind `256tmd` at
+        // 4096x24576x1536 and 4096x32768x512 and 11 % at 4096x7168x16384 in two rounds: dropped
+        // 2026-12-01, ledger row 230)
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
@@ -2965,14 +2962,12 @@ mod tests {
     fn the_128_by_192_block_tile_lost_and_is_not_compiled() {
         // ledger rows 40, 70 and 91: `192othl/1` (and `192otbhl/1`) lost to the 128 x 256 tile at
         // 128x24576x1536 in four rounds; the kernel keeps the code (192-wide B-scale picks), the
-        // list no variant of it; the 192 x 192 tile of tensor scales is another kernel, and so is
-        // the large-M pair tile with its epilogue deferred (`192tmd`, ledger row 230)
+        // list no variant of it (nor of the large-M pair tile `192tmd`, ledger rows 150 and 230);
+        // the 192 x 192 tile of tensor scales is another kernel
         let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
         let narrow: Fp8Config = "192th".parse().unwrap();
         assert_eq!(block.iter().filter(|x| x.same_kernel(&narrow)).count(), 0);
-        assert!(block
-            .iter()
-            .all(|x| x.bm != 128 || x.bn != 192 || (x.ctas_m() == 2 && x.deferred)));
+        assert!(block.iter().all(|x| x.bm != 128 || x.bn != 192));
         let fast = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Tensor, false);
         assert!(fast.iter().any(|x| x.bm == 192 && x.bn == 192));
         // the large rule's one-tile config where it fills the SMs, 256 wide
@@ -2988,7 +2983,7 @@ mod tests {
 
     #[test]
     fn the_tile_order_knob_sets_the_group_define_alone() {
-        // KILN_FP8_GROUP_M (ledger row 231): another tile order is another specialisation of
+        // KILN_FP8_GROUP_M (ledger row 232): another tile order is another specialisation of
         // the same kernel, and the default's is the compiled variant's
         let p = Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor);
         let c = Fp8Config::ping_pong(192);
@@ -3009,54 +3004,6 @@ mod tests {
         let g24 = spec_ordered("sm_90a", &p, c, Some(24));
         assert_eq!(group(&g24), "24");
         assert_eq!(g24.defines.len(), spec("sm_90a", &p, c).defines.len());
-    }
-
-    #[test]
-    fn the_block_scaled_192_pair_tile_is_compiled_by_name_and_no_rule_takes_it() {
-        // ledger row 230 (2026-12-01): `192tmd`, five stages of 40 KB and a 640-byte slot, one
-        // staging buffer a consumer; no slices (its epilogue deferred)
-        let block: Fp8Config = "192tmd".parse().unwrap();
-        assert_eq!(block, Fp8Config::wide_pair(192, false).deferred_epilogue());
-        assert_eq!(block.to_string(), "192tmd");
-        assert_eq!(
-            (
-                block.stages(),
-                block.parts(),
-                block.max_splits(),
-                block.c_bytes()
-            ),
-            (5, 1, 1, 2 * 8192)
-        );
-        assert_eq!(
-            block.smem_bytes(),
-            1024 + 5 * (40_960 + 16 + 640) + 2 * 8192
-        );
-        assert!(block.smem_bytes() <= SMEM_BUDGET);
-        let ds = |m, n, k| Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
-        for (m, n, k) in [(4096, 24576, 1536), (4096, 32768, 512), (4096, 7168, 16384)] {
-            assert!(check_config(&ds(m, n, k), block).is_ok(), "{m}x{n}x{k}");
-        }
-        assert!(check_config(&ds(4096, 24576, 1536), Fp8Config { splits: 2, ..block }).is_err());
-        if crate::jit::testing::nvrtc_here() {
-            // no spills, no serialised wgmma with the B scales' factors picked at compile time
-            crate::jit::testing::assert_compile_clean(&[spec(
-                "sm_90a",
-                &ds(4096, 24576, 1536),
-                block,
-            )]);
-        }
-        let dev = h200();
-        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
-            for rule in [
-                Fp8Rule::Large,
-                Fp8Rule::Measured,
-                Fp8Rule::Waves,
-                Fp8Rule::Fill,
-            ] {
-                let c = choose_by(&ds(m, n, k), &dev, rule);
-                assert!(!c.same_kernel(&block), "{m}x{n}x{k} {rule:?}");
-            }
-        }
     }
 
     #[test]
@@ -3614,15 +3561,14 @@ mod tests {
         // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
         // promoted `192md`, 102 since row 110 dropped `128pth`; 104 with row 171's lean
         // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`;
-        // 110 with row 202's whole-tile kernels, `64x128psu`, `64x192psu`, `256tquh`, bf16 C only;
-        // 113 with row 230's `192tmd`)
-        assert!(v.len() <= 113, "{} variants", v.len());
+        // 110 with row 202's whole-tile kernels, `64x128psu`, `64x192psu`, `256tquh`, bf16 C only)
+        assert!(v.len() <= 110, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
-        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 16
-        // kernels (17 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
-        // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110;
-        // `192tmd`, row 230); e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 16) * 3 + 3 * 2 * 3 + 2 + 3);
+        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 15
+        // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
+        // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110);
+        // e5m2 pairs 2 each; 3 outputs
+        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3 + 2 + 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

@@ -687,6 +687,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.moe.fp8_grouped_nostore.then(|| "1".into()),
     },
     Knob {
+        name: "KILN_FP8_GROUP_M",
+        takes: || "a whole number from 1 to 64 (the FP8 GEMM's rows of cluster tiles a column sweep)".into(),
+        default: "8",
+        set: |o, v| put(&mut o.fp8.group_m, opt(v, |v| number(v, 1, 64))),
+        show: |o| o.fp8.group_m.map(|g| g.to_string()),
+    },
+    Knob {
         name: "KILN_FP8_PDL",
         takes: || {
             "0, 1 or 2 (the dense FP8 GEMM launched plainly, as the programmatic dependent of the \

@@ -922,12 +922,18 @@ pub struct Fp8Overrides {
     /// 1, but plainly where a tile's slices are summed in a cluster
     /// ([`crate::ops::fp8::Fp8Pdl::default_for`], ledger row 29).
     pub pdl: Option<Fp8Pdl>,
+    /// `KILN_FP8_GROUP_M` (1 to 64): the dense FP8 GEMM's tile order, how many rows of cluster
+    /// tiles it sweeps column by column before the next (ledger row 232: which tiles the CTAs in
+    /// flight share decides how many of their loads the L2 sees). Default (`None`): the kernel's,
+    /// [`crate::ops::fp8::gemm::GROUP_M`].
+    pub group_m: Option<u32>,
 }
 
 impl Fp8Overrides {
     pub const NONE: Fp8Overrides = Fp8Overrides {
         rule: Fp8Rule::Large,
         pdl: None,
+        group_m: None,
     };
 }
 

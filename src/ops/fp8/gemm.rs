@@ -945,7 +945,10 @@ pub fn configs(
         // N = 24,576, lost to `256thl/1` in four rounds, with turns and with `b`: dropped
         // 2026-11-30, ledger row 91; ledger row 51's `256pth`, `256th` pipelined over four parts of 64, and `192pth`, two
         // of 96, were within the spread of `256thl/1` in two rounds: the feed binds, not the
-        // consumers; dropped 2026-11-30, ledger row 70)
+        // consumers; dropped 2026-11-30, ledger row 70; `192tmd`, the 128 x 192 pair tile with
+        // each column group's B scale picked at compile time, ran 2-3 % behind `256tmd` at
+        // 4096x24576x1536 and 4096x32768x512 and 11 % at 4096x7168x16384 in two rounds: dropped
+        // 2026-12-01, ledger row 230)
     ];
     const FAST: &[Fp8Config] = &[Fp8Config::new(128, false), Fp8Config::new(256, false)];
     // tensor scales: the 128 x 256 tile in pairs (`256mh`) for the large rule, in place of the
@@ -992,7 +995,26 @@ pub fn configs(
 
 /// The specialisation for `p` with `cfg`.
 pub fn spec(arch: &str, p: &Fp8Problem, cfg: Fp8Config) -> KernelSpec {
-    spec_of(arch, p.a, p.b, p.scale, p.promote, cfg, p.out)
+    spec_ordered(arch, p, cfg, None)
+}
+
+/// [`spec`] in the tile order of `group_m` rows of cluster tiles a column sweep
+/// (`KILN_FP8_GROUP_M`), else [`GROUP_M`].
+pub fn spec_ordered(
+    arch: &str,
+    p: &Fp8Problem,
+    cfg: Fp8Config,
+    group_m: Option<u32>,
+) -> KernelSpec {
+    let mut spec = spec_of(arch, p.a, p.b, p.scale, p.promote, cfg, p.out);
+    if let Some(g) = group_m {
+        for (name, value) in spec.defines.iter_mut() {
+            if name == "KILN_GROUP_M" {
+                *value = g.to_string();
+            }
+        }
+    }
+    spec
 }
 
 fn spec_of(
@@ -2440,7 +2462,12 @@ pub fn gemm_launch(
             "{p} has {t} tiles of {bm}x{bn}, over 2^31 - 1"
         )));
     }
-    let f = ctx.function(&spec(&ctx.arch(), p, cfg))?;
+    let f = ctx.function(&spec_ordered(
+        &ctx.arch(),
+        p,
+        cfg,
+        ctx.overrides.fp8.group_m,
+    ))?;
     // one cluster per SM pair that can hold one (GPC boundaries may leave SMs unpaired)
     let ctas = cfg.ctas();
     let slots = ctx.max_active_clusters(&f, ctas, cfg.threads(), cfg.smem_bytes()) as u64;
@@ -2935,7 +2962,8 @@ mod tests {
     fn the_128_by_192_block_tile_lost_and_is_not_compiled() {
         // ledger rows 40, 70 and 91: `192othl/1` (and `192otbhl/1`) lost to the 128 x 256 tile at
         // 128x24576x1536 in four rounds; the kernel keeps the code (192-wide B-scale picks), the
-        // list no variant of it; the 192 x 192 tile of tensor scales is another kernel
+        // list no variant of it (nor of the large-M pair tile `192tmd`, ledger rows 150 and 230);
+        // the 192 x 192 tile of tensor scales is another kernel
         let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
         let narrow: Fp8Config = "192th".parse().unwrap();
         assert_eq!(block.iter().filter(|x| x.same_kernel(&narrow)).count(), 0);
@@ -2951,6 +2979,31 @@ mod tests {
             let c: Fp8Config = ok.parse().unwrap();
             assert!(check_config(&p, c).is_ok(), "{ok}");
         }
+    }
+
+    #[test]
+    fn the_tile_order_knob_sets_the_group_define_alone() {
+        // KILN_FP8_GROUP_M (ledger row 232): another tile order is another specialisation of
+        // the same kernel, and the default's is the compiled variant's
+        let p = Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor);
+        let c = Fp8Config::ping_pong(192);
+        let group = |s: &KernelSpec| {
+            let g: Vec<&str> = s
+                .defines
+                .iter()
+                .filter(|(k, _)| k == "KILN_GROUP_M")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            g.join(",")
+        };
+        assert_eq!(spec_ordered("sm_90a", &p, c, None), spec("sm_90a", &p, c));
+        assert_eq!(
+            spec_ordered("sm_90a", &p, c, Some(GROUP_M)),
+            spec("sm_90a", &p, c)
+        );
+        let g24 = spec_ordered("sm_90a", &p, c, Some(24));
+        assert_eq!(group(&g24), "24");
+        assert_eq!(g24.defines.len(), spec("sm_90a", &p, c).defines.len());
     }
 
     #[test]

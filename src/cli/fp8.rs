@@ -375,11 +375,13 @@ fn bench(env: &Env, a: &Fp8BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The line `kiln fp8 bench` says on stderr as each timing lands (without --json).
+/// The line `kiln fp8 bench` says on stderr as each timing lands (without --json); cuBLASLt's
+/// names the algorithm it chose.
 pub(super) fn progress_line(t: &Row) -> String {
     let vs = t.ratio("speedup_vs_cublaslt", 3);
+    let algo = t.text("vendor_algo");
     format!(
-        "{} {}: {} ms, {} TFLOPS{}",
+        "{} {}: {} ms, {} TFLOPS{}{}",
         t.text("version"),
         t.text("problem"),
         t.fixed("median_ms", 3),
@@ -388,6 +390,11 @@ pub(super) fn progress_line(t: &Row) -> String {
             vs
         } else {
             format!(", {vs} cuBLASLt")
+        },
+        if algo.is_empty() {
+            algo
+        } else {
+            format!(" ({algo})")
         }
     )
 }

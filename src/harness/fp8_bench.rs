@@ -22,7 +22,8 @@ use crate::vendor::cublaslt_fp8::LtFp8;
 /// reduction included; null for the vendor), the times in ms, `tflops`, and against cuBLASLt
 /// `speedup_vs_cublaslt` (its median over this one's), `rel_diff_vs_cublaslt` (‖kiln − cuBLASLt‖
 /// / ‖cuBLASLt‖ over the whole C) or, when it did not run, why in `vendor_note` (null keys
-/// where they do not apply).
+/// where they do not apply); cuBLASLt's row also names the algorithm it chose in `vendor_algo`
+/// ([`LtFp8::chosen_label`]).
 pub fn bench_fp8(
     ctx: &Context,
     p: &Fp8Problem,
@@ -97,7 +98,11 @@ pub fn bench_fp8(
             r.set("speedup_vs_cublaslt", vt.median_ms / t.median_ms);
             r.set("rel_diff_vs_cublaslt", c_rel_diff(p, &get(dc)?, &c));
         }
-        out.push(row("cublaslt", None, vt));
+        let mut v = row("cublaslt", None, vt);
+        if let Some(lt) = &lt {
+            v.set("vendor_algo", lt.chosen_label());
+        }
+        out.push(v);
     }
     Ok(out)
 }

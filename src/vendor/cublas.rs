@@ -829,8 +829,8 @@ fn median(v: &mut [f32]) -> f32 {
 }
 
 /// The configuration cuBLASLt reports for `algo`, e.g. `algo 66, tile 20, stages 17, splitK 1`
-/// (tile, stages and cluster are cuBLASLt's enum ids).
-fn describe_lt(algo: &lt::cublasLtMatmulAlgo_t) -> String {
+/// (tile, stages and cluster are cuBLASLt's enum ids). Also the FP8 bench's label of its pick.
+pub(crate) fn describe_lt(algo: &lt::cublasLtMatmulAlgo_t) -> String {
     use lt::cublasLtMatmulAlgoConfigAttributes_t as C;
     // (name, attribute, size in bytes of its documented type)
     let fields = [

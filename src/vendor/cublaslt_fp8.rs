@@ -30,6 +30,8 @@ pub struct LtFp8 {
     workspace: DeviceBuffer,
     algos: Vec<lt::cublasLtMatmulAlgo_t>,
     chosen: usize,
+    /// Each timed algorithm (its index in `algos`) and its median (ms) in [`LtFp8::select`].
+    medians: Vec<(usize, f64)>,
     alpha: f32,
 }
 
@@ -70,6 +72,7 @@ impl LtFp8 {
             workspace,
             algos: Vec::new(),
             chosen: 0,
+            medians: Vec::new(),
             alpha: p.alpha,
         };
         use lt::cublasLtMatmulDescAttributes_t as D;
@@ -265,12 +268,14 @@ impl LtFp8 {
         c: u64,
     ) -> Result<usize> {
         let mut best: Option<(f64, usize)> = None;
+        self.medians.clear();
         for i in 0..self.algos.len() {
             if self.launch_algo(ctx, i, a, b, c).is_err() {
                 continue;
             }
             let mut t = timed_reps(ctx, flusher, true, 5, || self.launch_algo(ctx, i, a, b, c))?;
             let (median, _, _) = stats(&mut t);
+            self.medians.push((i, median));
             if best.is_none_or(|(m, _)| median < m) {
                 best = Some((median, i));
             }
@@ -278,6 +283,29 @@ impl LtFp8 {
         self.chosen = best.map_or(0, |(_, i)| i);
         Ok(self.algos.len())
     }
+
+    /// What runs: the chosen algorithm as cuBLASLt describes it (`algo 66, tile 20, stages 17,
+    /// splitK 2, ..`: its enum ids) and the selection's medians in the heuristic's order, the
+    /// chosen one starred, so that a bench says when two passes timed different vendor kernels.
+    pub fn chosen_label(&self) -> String {
+        match self.algos.get(self.chosen) {
+            Some(algo) => format!(
+                "{}; {}",
+                crate::vendor::cublas::describe_lt(algo),
+                selection_text(&self.medians, self.chosen)
+            ),
+            None => String::new(),
+        }
+    }
+}
+
+/// The selection's medians (ms) as `fastest of 3 timed: 10.5*, 10.9, 12.1 us`.
+fn selection_text(medians: &[(usize, f64)], chosen: usize) -> String {
+    let us: Vec<String> = medians
+        .iter()
+        .map(|&(i, m)| format!("{:.1}{}", m * 1e3, if i == chosen { "*" } else { "" }))
+        .collect();
+    format!("fastest of {} timed: {} us", medians.len(), us.join(", "))
 }
 
 impl Drop for LtFp8 {
@@ -297,5 +325,20 @@ impl Drop for LtFp8 {
                 lt::cublasLtDestroy(self.handle);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_selection_text_stars_the_chosen_algorithm() {
+        let m = [(0, 0.0121), (2, 0.0105), (3, 0.0109)];
+        assert_eq!(
+            selection_text(&m, 2),
+            "fastest of 3 timed: 12.1, 10.5*, 10.9 us"
+        );
+        assert_eq!(selection_text(&[], 0), "fastest of 0 timed:  us");
     }
 }

@@ -99,16 +99,6 @@ static_assert(FP4_ATOM_BYTES % W_ROW == 0, "an atom is whole rows of the weights
 #define KILN_FP4_STAGGER 0
 #endif
 constexpr bool STAGGER = KILN_FP4_STAGGER;
-// KILN_FP4_RAMP=L (`KILN_FP4_RAMP=L`): in the ring's first pass the producer asks for stage it only
-// once stage it - L has landed, so a CTA's first stages are not served beside all of its ring at
-// once. The ncu profile of the grouped GEMM at 200 rows (H200, a17ae18, docs/moe.md ledger F211)
-// had each consumer warp's wait for its first stage at 10 % of the stall samples (~2 us of a
-// 19.7 us launch, against ~1 us of DRAM latency) and the ring's next few stages waited for in the
-// loop 5 %, while the launch asked 112 CTAs x 10 stages (~5 MB from DRAM) at its start.
-#if !defined(KILN_FP4_RAMP)
-#define KILN_FP4_RAMP 0
-#endif
-constexpr int RAMP = KILN_FP4_RAMP;
 static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order; the prefetch assumes in order");
 #if KILN_FP4_WTMA
 #define FP4_WMAP_PARAM , const __grid_constant__ TmaMap tma_w
@@ -123,16 +113,6 @@ constexpr bool kMmaSync = KILN_FP4_MMA;
 #define KILN_FP4_EPI 0
 #endif
 constexpr int EPI = KILN_FP4_EPI;
-// KILN_FP4_FACTORS (`KILN_FP4_FACTORS=before`, the wide tiles' epilogue forms): a tile's expert
-// id and epilogue factors are loaded before its K loop instead of after it. After it they are
-// two dependent global loads (the id from the prefix kernel's table, then the factor) between
-// the last batch and the first store, at each tile's end; the ncu profile of the grouped GEMM at
-// 200 rows (H200, a17ae18, docs/moe.md ledger F211) had ~2 % of its stall samples there.
-#if !defined(KILN_FP4_FACTORS)
-#define KILN_FP4_FACTORS 0
-#endif
-constexpr bool FACTORS_BEFORE = KILN_FP4_FACTORS;
-static_assert(!FACTORS_BEFORE || EPI > 0, "KILN_FP4_FACTORS is the wide tiles' epilogue's");
 static_assert(EPI == 0 || KILN_TT >= 64, "KILN_FP4_EPI is the wide tiles' epilogue");
 
 constexpr int CTAS = KILN_CTAS;
@@ -561,9 +541,6 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           const int nk = kb1 - kb0;
           const int rot = STAGGER ? (int)((u32)u * 2654435761u % (u32)nk) : 0;
           for (int i = 0; i < nk; ++i, ++it) {
-            if constexpr (RAMP > 0) {
-              if (it >= (u32)RAMP && it < (u32)STAGES) stages.wait_full(it - RAMP);
-            }
             const int kb = kb0 + (i + rot < nk ? i + rot : i + rot - nk);
             const unsigned char* src = src0 + (u64)(kb - kb0) * FP4_ATOM_BYTES;
             if constexpr (PREFETCH > 0) {
@@ -630,13 +607,6 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
           const MoeTile tile = fp4_tile_at(table, E, t, tiles_m, p.tiles_n, p.group_m, p.by_expert, TT, BN);
           const int width = fp4_width(tile.valid_rows);
-          // KILN_FP4_FACTORS: the epilogue's factors asked for now, used after the K loop
-          float sg_before = 0.0f, su_before = 0.0f;
-          if constexpr (FACTORS_BEFORE) {
-            const int expert = ids[tile.expert];
-            sg_before = p.escale[expert * HALVES];
-            su_before = p.escale[expert * HALVES + HALVES - 1];
-          }
           float acc[MB][TT / 2];
           if constexpr (kSplit && TT > 8) {  // a slice's partial is whole: no unwritten registers
 #pragma unroll
@@ -648,9 +618,8 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           });
           if (kSplit && ns > 1 && !fp4_split_sum(sx, t - split_from, sp, ns, acc)) continue;
           if constexpr (EPI > 0) {
-            const int expert = FACTORS_BEFORE ? 0 : ids[tile.expert];
-            const float sg = FACTORS_BEFORE ? sg_before : p.escale[expert * HALVES];
-            const float su = FACTORS_BEFORE ? su_before : p.escale[expert * HALVES + HALVES - 1];
+            const int expert = ids[tile.expert];
+            const float sg = p.escale[expert * HALVES], su = p.escale[expert * HALVES + HALVES - 1];
             if constexpr (EPI == 1 && !KILN_SWIGLU && MB > 1) {
 #pragma unroll
               for (int m = 0; m < MB; ++m)

@@ -970,16 +970,6 @@ impl Fp4Experts {
             spec = spec.define("KILN_FP4_PDL", 1);
         }
         let pdl = pdl_unsorted || (o.fp4_pdl_wide && tile.tt >= 64 && tile.path == Fp4Path::Rs);
-        // KILN_FP4_FACTORS=before: the wide tiles' epilogue factors loaded before the K loop
-        // (compiled when asked for; where the tile has the wide epilogue)
-        if o.fp4_factors_before && epi_define(o.fp4_epi, tile, xtile.unwrap_or(1)).is_some() {
-            spec = spec.define("KILN_FP4_FACTORS", 1);
-        }
-        // KILN_FP4_RAMP=L: the ring's first pass asked for L stages ahead of the first landed
-        // one, not all at once (compiled when asked for)
-        if ctx.overrides.moe.fp4_ramp > 0 && tile.path == Fp4Path::Rs {
-            spec = spec.define("KILN_FP4_RAMP", ctx.overrides.moe.fp4_ramp);
-        }
         // KILN_FP4_PREFETCH=D: the decode tiles' weight atoms asked of L2 D stages ahead
         if prefetch > 0 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_PREFETCH", prefetch);
@@ -1470,48 +1460,6 @@ mod tests {
             )
             .define("KILN_FP4_WSPLIT", 1),
         );
-        crate::jit::testing::assert_compile_clean(&specs);
-    }
-
-    /// `KILN_FP4_RAMP=4`: the GEMM's fitted 128-token tile (runs of two stages) and the 8-token
-    /// decode tile (runs of four) compile clean with the producer's ramp.
-    #[test]
-    fn the_ramp_compiles_clean() {
-        let specs = vec![
-            Fp4Experts::spec(
-                "sm_90a",
-                DType::Bf16,
-                Fp4Format::Nvfp4,
-                false,
-                Fp4Tile::gemm_wide(128),
-            )
-            .define("KILN_FP4_RAMP", 4),
-            Fp4Experts::spec(
-                "sm_90a",
-                DType::Bf16,
-                Fp4Format::Mxfp4,
-                true,
-                Fp4Tile::narrow(8, true).paired(true),
-            )
-            .define("KILN_FP4_RAMP", 4),
-        ];
-        crate::jit::testing::assert_compile_clean(&specs);
-    }
-
-    /// `KILN_FP4_FACTORS=before`: the GEMM's fitted 128-token tile and the SwiGLU's 128-token
-    /// tile compile clean with the epilogue's factors loaded before the K loop.
-    #[test]
-    fn the_factors_before_the_loop_compile_clean() {
-        let specs: Vec<_> = [
-            (false, Fp4Tile::gemm_wide(128)),
-            (true, Fp4Tile::prefill(true)),
-        ]
-        .into_iter()
-        .map(|(swiglu, t)| {
-            let spec = Fp4Experts::spec("sm_90a", DType::Bf16, Fp4Format::Nvfp4, swiglu, t);
-            spec.define("KILN_FP4_FACTORS", 1)
-        })
-        .collect();
         crate::jit::testing::assert_compile_clean(&specs);
     }
 

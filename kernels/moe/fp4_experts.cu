@@ -105,6 +105,28 @@ static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order
 #else
 #define FP4_WMAP_PARAM
 #endif
+// KILN_FP4_EARLY=S (`KILN_FP4_EARLY=S`, the tiles of 64-256 tokens launched as the prefix
+// kernel's dependent, on a launch whose rows are all one expert's): before griddepcontrol.wait,
+// thread 0 asks L2 for the first S stages of its CTA's first tile, the weight atoms (one bulk
+// prefetch a block) and X's boxes (the tensor prefetch). Neither depends on the prefix kernel's
+// output: the first tile is blockIdx.x, placed as moe_tile places it from the host's counts (the
+// last parameter, Fp4Early), not from the tables. Why: the ncu of the grouped GEMM at 200 rows
+// (H200, a17ae18, docs/moe.md ledger F211) had each consumer's wait for its first stage at ~2 us,
+// one DRAM latency on the launch's path after the tables, which the dependent launch's wait can
+// hide (ledger F220). A hint: a wrong guess costs bandwidth, never a result.
+#if !defined(KILN_FP4_EARLY)
+#define KILN_FP4_EARLY 0
+#endif
+#if KILN_FP4_EARLY
+struct Fp4Early {
+  int expert;  // the one expert with rows (its index in the weights)
+  int row0;    // its first row of X
+  int rows;
+};
+#define FP4_EARLY_PARAM , const Fp4Early early
+#else
+#define FP4_EARLY_PARAM
+#endif
 constexpr bool kMmaSync = KILN_FP4_MMA;
 // KILN_FP4_EPI (`KILN_FP4_EPI=ahead|defer`, the tiles of 64-256 tokens): 1 loads all of a tile's
 // routing weights a consumer thread needs at once, then stores; 2 also defers the stores of half
@@ -463,8 +485,31 @@ __device__ __forceinline__ bool fp4_split_sum(const Fp4Split& sx, int st, int sp
   return true;
 }
 
+#if KILN_FP4_EARLY
+static_assert(KILN_FP4_PDL && TT >= 64 && !kSplit, "KILN_FP4_EARLY is the wide tiles' dependent launch's, unsplit");
+// KILN_FP4_EARLY: this CTA's first tile (blockIdx.x; the host's launch is one expert's rows, so
+// moe_tile's order needs no table), its first min(S, STAGES, K atoms) stages asked of L2 as the
+// producer will load them.
+__device__ __forceinline__ void fp4_early(const Fp4Args& p, const Fp4Early& e, const TmaMap* map) {
+  const int tiles_m = (e.rows + TT - 1) / TT, t = blockIdx.x;
+  if (t >= tiles_m * p.tiles_n) return;
+  int tm, tn;
+  if (p.by_expert) moe_expert_coords(t, tiles_m, p.tiles_n, p.group_m, tm, tn);
+  else moe_tile_coords(t, tiles_m, p.tiles_n, p.group_m, tm, tn);
+  const int stages = min(KILN_FP4_EARLY, min(STAGES, p.katoms));
+  const u64 block_bytes = (u64)p.katoms * FP4_ATOM_BYTES;
+  const unsigned char* w = p.w + (i64)e.expert * p.expert_bytes + (u64)(2 * MB * tn) * block_bytes;
+#pragma unroll
+  for (int a = 0; a < 2 * MB; ++a) bulk_prefetch_l2(w + a * block_bytes, stages * FP4_ATOM_BYTES);
+  const int row0 = e.row0 + tm * TT, boxes = (min(TT, e.rows - tm * TT) + XBOX - 1) / XBOX;
+  for (int s = 0; s < stages; ++s)
+    for (int b = 0; b < boxes; ++b) tma_prefetch_l2_2d(map, s * BK, row0 + b * XBOX);
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
-    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM) {
+    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM
+                        FP4_EARLY_PARAM) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzle of X follows absolute address bits
@@ -478,6 +523,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
     ring.init(8);
     mbar_fence_init();
   }
+#if KILN_FP4_EARLY
+  if (threadIdx.x == 0) fp4_early(p, early, &tma_x);
+#endif
   // KILN_FP4_PDL: launched as moe_tile_prefix's programmatic dependent, the CTAs have set up
   // their barriers while it ran; its tables are read from here on.
   if constexpr (KILN_FP4_PDL) grid_dependency_wait();

@@ -13,14 +13,6 @@ __device__ __forceinline__ void tma_prefetch(const TmaMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(map)) : "memory");
 }
 
-// Asks L2 for the box at element coordinates (c0 innermost, c1): a hint, nothing lands in shared
-// memory and nothing completes on a barrier.
-__device__ __forceinline__ void tma_prefetch_l2_2d(const TmaMap* map, int c0, int c1) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(reinterpret_cast<u64>(map)),
-               "r"(c0), "r"(c1)
-               : "memory");
-}
-
 // Loads the box at element coordinates (c0 innermost, c1) into shared address `dst` (128-byte
 // aligned; 1024-byte aligned for 128B swizzle) and counts its bytes on `bar`. Out-of-bounds
 // elements are zero-filled and still counted.

@@ -107,18 +107,24 @@ static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order
 #endif
 // KILN_FP4_EARLY=S (`KILN_FP4_EARLY=S`, the tiles of 64-256 tokens launched as the prefix
 // kernel's dependent, on a launch whose rows are all one expert's): before griddepcontrol.wait,
-// thread 0 asks L2 for the first S stages of its CTA's first tile, the weight atoms (one bulk
-// prefetch a block) and X's boxes (the tensor prefetch). Neither depends on the prefix kernel's
-// output: the first tile is blockIdx.x, placed as moe_tile places it from the host's counts (the
-// last parameter, Fp4Early), not from the tables. Why: the ncu of the grouped GEMM at 200 rows
-// (H200, a17ae18, docs/moe.md ledger F211) had each consumer's wait for its first stage at ~2 us,
-// one DRAM latency on the launch's path after the tables, which the dependent launch's wait can
-// hide (ledger F220). A hint: a wrong guess costs bandwidth, never a result.
+// the CTA's threads ask L2 for the first S stages of its first tile, a 128-byte line a thread in
+// turn (prefetch.global.L2): the weight atoms, and X's rows, which the m-tile's tiles_n CTAs
+// share, every tiles_n-th line from this CTA's. Neither depends on the prefix kernel's output:
+// the first tile is blockIdx.x, placed as moe_tile places it from the host's counts (the last
+// parameter, Fp4Early), not from the tables. Why: the ncu of the grouped GEMM at 200 rows (H200,
+// a17ae18, docs/moe.md ledger F211) had each consumer's wait for its first stage at ~2 us, one
+// DRAM latency on the launch's path after the tables, which the dependent launch's wait can
+// hide. Not through the copy engine: thread 0's bulk and tensor prefetches (F220) made the
+// launch 1.5-6 us slower, ~0.5 us a request, as if the producer's first copies queued behind
+// them. A hint: a wrong guess (a graph replayed with other counts) costs bandwidth, never a
+// result.
 #if !defined(KILN_FP4_EARLY)
 #define KILN_FP4_EARLY 0
 #endif
 #if KILN_FP4_EARLY
 struct Fp4Early {
+  const unsigned char* x;  // X, rows x_pitch bytes apart
+  i64 x_pitch;
   int expert;  // the one expert with rows (its index in the weights)
   int row0;    // its first row of X
   int rows;
@@ -489,8 +495,8 @@ __device__ __forceinline__ bool fp4_split_sum(const Fp4Split& sx, int st, int sp
 static_assert(KILN_FP4_PDL && TT >= 64 && !kSplit, "KILN_FP4_EARLY is the wide tiles' dependent launch's, unsplit");
 // KILN_FP4_EARLY: this CTA's first tile (blockIdx.x; the host's launch is one expert's rows, so
 // moe_tile's order needs no table), its first min(S, STAGES, K atoms) stages asked of L2 as the
-// producer will load them.
-__device__ __forceinline__ void fp4_early(const Fp4Args& p, const Fp4Early& e, const TmaMap* map) {
+// producer will load them, by all the CTA's threads.
+__device__ __forceinline__ void fp4_early(const Fp4Args& p, const Fp4Early& e) {
   const int tiles_m = (e.rows + TT - 1) / TT, t = blockIdx.x;
   if (t >= tiles_m * p.tiles_n) return;
   int tm, tn;
@@ -499,11 +505,14 @@ __device__ __forceinline__ void fp4_early(const Fp4Args& p, const Fp4Early& e, c
   const int stages = min(KILN_FP4_EARLY, min(STAGES, p.katoms));
   const u64 block_bytes = (u64)p.katoms * FP4_ATOM_BYTES;
   const unsigned char* w = p.w + (i64)e.expert * p.expert_bytes + (u64)(2 * MB * tn) * block_bytes;
-#pragma unroll
-  for (int a = 0; a < 2 * MB; ++a) bulk_prefetch_l2(w + a * block_bytes, stages * FP4_ATOM_BYTES);
-  const int row0 = e.row0 + tm * TT, boxes = (min(TT, e.rows - tm * TT) + XBOX - 1) / XBOX;
-  for (int s = 0; s < stages; ++s)
-    for (int b = 0; b < boxes; ++b) tma_prefetch_l2_2d(map, s * BK, row0 + b * XBOX);
+  const int wlines = stages * (int)(FP4_ATOM_BYTES / 128);  // a block's, its atoms contiguous
+  for (int i = threadIdx.x; i < 2 * MB * wlines; i += blockDim.x)
+    prefetch_l2_line(w + (i / wlines) * block_bytes + (i % wlines) * 128);
+  // X: the tile's rows, a line of BK bf16/f16 a stage
+  const int rows = min(TT, e.rows - tm * TT), xlines = rows * stages;
+  const unsigned char* x = e.x + (i64)(e.row0 + tm * TT) * e.x_pitch;
+  for (int i = tn + threadIdx.x * p.tiles_n; i < xlines; i += blockDim.x * p.tiles_n)
+    prefetch_l2_line(x + (i / stages) * e.x_pitch + (i % stages) * (BK * 2));
 }
 #endif
 
@@ -524,7 +533,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
     mbar_fence_init();
   }
 #if KILN_FP4_EARLY
-  if (threadIdx.x == 0) fp4_early(p, early, &tma_x);
+  fp4_early(p, early);
 #endif
   // KILN_FP4_PDL: launched as moe_tile_prefix's programmatic dependent, the CTAs have set up
   // their barriers while it ran; its tables are read from here on.

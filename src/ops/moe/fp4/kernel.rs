@@ -506,22 +506,25 @@ pub struct Fp4Split {
     pub balance: i32,
 }
 
-/// The kernel's `Fp4Early` (`KILN_FP4_EARLY`, its last parameter): the one expert a launch's
-/// rows belong to, whose first tiles' stages each CTA asks of L2 before the prefix kernel's
-/// tables are ready.
+/// The kernel's `Fp4Early` (`KILN_FP4_EARLY`, its last parameter): X and the one expert a
+/// launch's rows belong to, whose first tiles' stages each CTA asks of L2 before the prefix
+/// kernel's tables are ready.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fp4Early {
+    pub x: u64,
+    /// Bytes from one row of X to the next.
+    pub x_pitch: i64,
     pub expert: i32,
     pub row0: i32,
     pub rows: i32,
 }
 
 impl Fp4Early {
-    /// The one expert with rows in `p`'s host counts, or none: the masked layout (its counts are
-    /// read on the GPU), the layer's row maps (X's rows are not the problem's), or rows in more
-    /// or fewer than one expert.
-    pub fn of(p: &MoeProblem) -> Option<Self> {
+    /// The one expert with rows in `p`'s host counts (X at `x`), or none: the masked layout (its
+    /// counts are read on the GPU), the layer's row maps (X's rows are not the problem's), or
+    /// rows in more or fewer than one expert.
+    pub fn of(p: &MoeProblem, x: u64) -> Option<Self> {
         let Rows::Contiguous { offsets, .. } = &p.rows else {
             return None;
         };
@@ -534,6 +537,8 @@ impl Fp4Early {
             return None;
         }
         Some(Fp4Early {
+            x,
+            x_pitch: (p.k * p.input.size()) as i64,
             expert: e as i32,
             row0: w[0],
             rows: w[1] - w[0],
@@ -1054,7 +1059,7 @@ impl Fp4Experts {
         // asked of L2 before the tables are ready (compiled when asked for)
         let wide_dependent = pdl && !pdl_unsorted && tile.tt >= 64 && tile.path == Fp4Path::Rs;
         let mut early = if o.fp4_early > 0 && build_tables && wide_dependent && !fill {
-            Fp4Early::of(p)
+            Fp4Early::of(p, ops.x.ptr())
         } else {
             None
         };
@@ -1541,30 +1546,26 @@ mod tests {
     fn the_early_prefetch_needs_one_expert_of_host_rows() {
         let p =
             |counts: &[usize]| MoeProblem::contiguous(counts, 7168, 2048, DType::Bf16, DType::Bf16);
-        let one = Fp4Early::of(&p(&[0, 0, 200, 0])).unwrap();
-        assert_eq!(
-            one,
-            Fp4Early {
-                expert: 2,
-                row0: 0,
-                rows: 200
-            }
-        );
-        assert_eq!(
-            Fp4Early::of(&p(&[200])),
-            Some(Fp4Early {
-                expert: 0,
-                row0: 0,
-                rows: 200
-            })
-        );
-        assert_eq!(Fp4Early::of(&p(&[100, 0, 100])), None);
-        assert_eq!(Fp4Early::of(&p(&[0, 0])), None);
+        let of = |p: &MoeProblem| Fp4Early::of(p, 1 << 20);
+        let one = Fp4Early {
+            x: 1 << 20,
+            x_pitch: 4096,
+            expert: 2,
+            row0: 0,
+            rows: 200,
+        };
+        assert_eq!(of(&p(&[0, 0, 200, 0])), Some(one));
+        assert_eq!(of(&p(&[200])), Some(Fp4Early { expert: 0, ..one }));
+        assert_eq!(of(&p(&[100, 0, 100])), None);
+        assert_eq!(of(&p(&[0, 0])), None);
         let masked = MoeProblem::masked(&[0, 200], 256, 7168, 2048, DType::Bf16, DType::Bf16);
-        assert_eq!(Fp4Early::of(&masked), None);
+        assert_eq!(of(&masked), None);
         let mut layer = p(&[200]);
         layer.layer = Some(crate::ops::moe::LayerRows::Scaled);
-        assert_eq!(Fp4Early::of(&layer), None);
+        assert_eq!(of(&layer), None);
+        // laid out as the kernel's: two 8-byte fields, three ints, padded to 8
+        assert_eq!(std::mem::offset_of!(Fp4Early, expert), 16);
+        assert_eq!(std::mem::size_of::<Fp4Early>(), 32);
     }
 
     /// `KILN_FP4_PDL=wide` (the default): the checked spec of every register-path tile of 64

@@ -297,6 +297,18 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_deep, false, bit),
     },
     Knob {
+        name: "KILN_FP4_EARLY",
+        takes: || {
+            "0 to 32 (the 4-bit experts' tiles of 64 to 256 tokens, launched as the prefix \
+             kernel's dependent on one expert's rows: each CTA asks L2 for its first tile's first \
+             that many stages before the tables are ready; 0: none)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.moe.fp4_early, or(v, 0, |v| number(v, 0, 32))),
+        show: |o| unless(o.moe.fp4_early, 0, |n| n.to_string()),
+    },
+    Knob {
         name: "KILN_FP4_EPI",
         takes: || {
             "`each` (each store pair after its own routing weight's load), `ahead` (the 4-bit \
@@ -317,22 +329,6 @@ pub(super) static KNOBS: &[Knob] = &[
             put(&mut o.moe.fp4_epi, or(v, 1, epi))
         },
         show: |o| unless(o.moe.fp4_epi, 1, |n| ["each", "ahead", "defer"][n as usize].to_string()),
-    },
-    Knob {
-        name: "KILN_FP4_FACTORS",
-        takes: || {
-            "`after` or `before` (the 4-bit experts' tiles of 64 to 256 tokens load their expert \
-             id and epilogue factors after the K loop, or before it)"
-                .into()
-        },
-        default: "after",
-        set: |o, v| {
-            put(
-                &mut o.moe.fp4_factors_before,
-                or(v, false, |v| either(v, "after", "before")),
-            )
-        },
-        show: |o| (o.moe.fp4_factors_before).then(|| "before".into()),
     },
     Knob {
         name: "KILN_FP4_FILL",
@@ -555,17 +551,6 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "0",
         set: |o, v| put(&mut o.moe.fp4_prefetch, or(v, 0, |v| number(v, 0, 32))),
         show: |o| unless(o.moe.fp4_prefetch, 0, |n| n.to_string()),
-    },
-    Knob {
-        name: "KILN_FP4_RAMP",
-        takes: || {
-            "0 to 16 (in the ring's first pass the 4-bit experts' producer asks for a stage only \
-             once the stage that many before it has landed; 0: the whole ring at once)"
-                .into()
-        },
-        default: "0",
-        set: |o, v| put(&mut o.moe.fp4_ramp, or(v, 0, |v| number(v, 0, 16))),
-        show: |o| unless(o.moe.fp4_ramp, 0, |n| n.to_string()),
     },
     Knob {
         name: "KILN_FP4_RUN",

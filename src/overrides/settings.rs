@@ -285,14 +285,11 @@ pub struct MoeOverrides {
     /// it: their CTAs start and set up their barriers while the prefix runs. `0` or `1` turn it
     /// off.
     pub fp4_pdl_wide: bool,
-    /// `KILN_FP4_RAMP` (0 to 16): in the ring's first pass the 4-bit experts' producer asks for
-    /// stage it only once stage it - L has landed, so a CTA's first stages are not served beside
-    /// its whole ring (docs/moe.md, ledger F214). Default 0 (the whole ring at once).
-    pub fp4_ramp: u32,
-    /// `KILN_FP4_FACTORS` (`after` or `before`): the 4-bit experts' wide tiles load their expert
-    /// id and epilogue factors after the K loop (two dependent global loads before the first
-    /// store of each tile) or before it (docs/moe.md, ledger F215). Default `after`.
-    pub fp4_factors_before: bool,
+    /// `KILN_FP4_EARLY` (0 to 32): under `KILN_FP4_PDL=wide`, on a launch whose rows are all one
+    /// expert's (the host's counts), each CTA asks L2 for its first tile's first that many stages
+    /// (weights and X) before it waits for the prefix kernel's tables (docs/moe.md, ledger
+    /// F220). Default 0 (none).
+    pub fp4_early: u32,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
     /// `xswz`, `xstage`, `pack` or `xswz2`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
@@ -469,8 +466,7 @@ impl MoeOverrides {
         fp4_mma_sync: false,
         fp4_pdl: false,
         fp4_pdl_wide: true,
-        fp4_ramp: 0,
-        fp4_factors_before: false,
+        fp4_early: 0,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_gemv_acc: 0,
         fp4_gemv_pdl: true,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 89 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (89, 14));
+    // 88 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (88, 14));
 }
 
 #[test]
@@ -99,8 +99,8 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_CTAS", "1"),
         ("KILN_FP4_DECODE", "rot"),
         ("KILN_FP4_DEEP", "1"),
+        ("KILN_FP4_EARLY", "4"),
         ("KILN_FP4_EPI", "defer"),
-        ("KILN_FP4_FACTORS", "before"),
         ("KILN_FP4_FILL", "1"),
         ("KILN_FP4_GCOLS", "256"),
         ("KILN_FP4_GEMV", "async"),
@@ -114,7 +114,6 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_PATH", "dq"),
         ("KILN_FP4_PDL", "1"),
         ("KILN_FP4_PREFETCH", "8"),
-        ("KILN_FP4_RAMP", "4"),
         ("KILN_FP4_RUN", "1"),
         ("KILN_FP4_STAGGER", "1"),
         ("KILN_FP4_TAIL", "1"),

@@ -19,12 +19,6 @@ __device__ __forceinline__ void bulk_prefetch_l2(const void* src, u32 bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 }
 
-// Asks L2 for the 128-byte line holding global `p` through the thread's own load path, not the
-// SM's copy engine: many threads' lines in flight, nothing queued before the engine's copies.
-__device__ __forceinline__ void prefetch_l2_line(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p) : "memory");
-}
-
 // Adds `bytes` (a multiple of 16) of fp32 at shared `src` into global `dst` (both 16-byte
 // aligned), each element atomically in L2: dst[i] += src[i]. Asynchronous, in the issuing
 // thread's bulk group: tma_store_commit(), and tma_store_wait_read() before rewriting `src`.

@@ -105,34 +105,6 @@ static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order
 #else
 #define FP4_WMAP_PARAM
 #endif
-// KILN_FP4_EARLY=S (`KILN_FP4_EARLY=S`, the tiles of 64-256 tokens launched as the prefix
-// kernel's dependent, on a launch whose rows are all one expert's): before griddepcontrol.wait,
-// the CTA's threads ask L2 for the first S stages of its first tile, a 128-byte line a thread in
-// turn (prefetch.global.L2): the weight atoms, and X's rows, which the m-tile's tiles_n CTAs
-// share, every tiles_n-th line from this CTA's. Neither depends on the prefix kernel's output:
-// the first tile is blockIdx.x, placed as moe_tile places it from the host's counts (the last
-// parameter, Fp4Early), not from the tables. Why: the ncu of the grouped GEMM at 200 rows (H200,
-// a17ae18, docs/moe.md ledger F211) had each consumer's wait for its first stage at ~2 us, one
-// DRAM latency on the launch's path after the tables, which the dependent launch's wait can
-// hide. Not through the copy engine: thread 0's bulk and tensor prefetches (F220) made the
-// launch 1.5-6 us slower, ~0.5 us a request, as if the producer's first copies queued behind
-// them. A hint: a wrong guess (a graph replayed with other counts) costs bandwidth, never a
-// result.
-#if !defined(KILN_FP4_EARLY)
-#define KILN_FP4_EARLY 0
-#endif
-#if KILN_FP4_EARLY
-struct Fp4Early {
-  const unsigned char* x;  // X, rows x_pitch bytes apart
-  i64 x_pitch;
-  int expert;  // the one expert with rows (its index in the weights)
-  int row0;    // its first row of X
-  int rows;
-};
-#define FP4_EARLY_PARAM , const Fp4Early early
-#else
-#define FP4_EARLY_PARAM
-#endif
 constexpr bool kMmaSync = KILN_FP4_MMA;
 // KILN_FP4_EPI (`KILN_FP4_EPI=ahead|defer`, the tiles of 64-256 tokens): 1 loads all of a tile's
 // routing weights a consumer thread needs at once, then stores; 2 also defers the stores of half
@@ -491,34 +463,8 @@ __device__ __forceinline__ bool fp4_split_sum(const Fp4Split& sx, int st, int sp
   return true;
 }
 
-#if KILN_FP4_EARLY
-static_assert(KILN_FP4_PDL && TT >= 64 && !kSplit, "KILN_FP4_EARLY is the wide tiles' dependent launch's, unsplit");
-// KILN_FP4_EARLY: this CTA's first tile (blockIdx.x; the host's launch is one expert's rows, so
-// moe_tile's order needs no table), its first min(S, STAGES, K atoms) stages asked of L2 as the
-// producer will load them, by all the CTA's threads.
-__device__ __forceinline__ void fp4_early(const Fp4Args& p, const Fp4Early& e) {
-  const int tiles_m = (e.rows + TT - 1) / TT, t = blockIdx.x;
-  if (t >= tiles_m * p.tiles_n) return;
-  int tm, tn;
-  if (p.by_expert) moe_expert_coords(t, tiles_m, p.tiles_n, p.group_m, tm, tn);
-  else moe_tile_coords(t, tiles_m, p.tiles_n, p.group_m, tm, tn);
-  const int stages = min(KILN_FP4_EARLY, min(STAGES, p.katoms));
-  const u64 block_bytes = (u64)p.katoms * FP4_ATOM_BYTES;
-  const unsigned char* w = p.w + (i64)e.expert * p.expert_bytes + (u64)(2 * MB * tn) * block_bytes;
-  const int wlines = stages * (int)(FP4_ATOM_BYTES / 128);  // a block's, its atoms contiguous
-  for (int i = threadIdx.x; i < 2 * MB * wlines; i += blockDim.x)
-    prefetch_l2_line(w + (i / wlines) * block_bytes + (i % wlines) * 128);
-  // X: the tile's rows, a line of BK bf16/f16 a stage
-  const int rows = min(TT, e.rows - tm * TT), xlines = rows * stages;
-  const unsigned char* x = e.x + (i64)(e.row0 + tm * TT) * e.x_pitch;
-  for (int i = tn + threadIdx.x * p.tiles_n; i < xlines; i += blockDim.x * p.tiles_n)
-    prefetch_l2_line(x + (i / stages) * e.x_pitch + (i % stages) * (BK * 2));
-}
-#endif
-
 extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
-    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM
-                        FP4_EARLY_PARAM) {
+    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzle of X follows absolute address bits
@@ -532,9 +478,6 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
     ring.init(8);
     mbar_fence_init();
   }
-#if KILN_FP4_EARLY
-  fp4_early(p, early);
-#endif
   // KILN_FP4_PDL: launched as moe_tile_prefix's programmatic dependent, the CTAs have set up
   // their barriers while it ran; its tables are read from here on.
   if constexpr (KILN_FP4_PDL) grid_dependency_wait();

@@ -297,18 +297,6 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.moe.fp4_deep, false, bit),
     },
     Knob {
-        name: "KILN_FP4_EARLY",
-        takes: || {
-            "0 to 32 (the 4-bit experts' tiles of 64 to 256 tokens, launched as the prefix \
-             kernel's dependent on one expert's rows: each CTA asks L2 for its first tile's first \
-             that many stages before the tables are ready; 0: none)"
-                .into()
-        },
-        default: "0",
-        set: |o, v| put(&mut o.moe.fp4_early, or(v, 0, |v| number(v, 0, 32))),
-        show: |o| unless(o.moe.fp4_early, 0, |n| n.to_string()),
-    },
-    Knob {
         name: "KILN_FP4_EPI",
         takes: || {
             "`each` (each store pair after its own routing weight's load), `ahead` (the 4-bit \

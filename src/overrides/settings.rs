@@ -285,11 +285,6 @@ pub struct MoeOverrides {
     /// it: their CTAs start and set up their barriers while the prefix runs. `0` or `1` turn it
     /// off.
     pub fp4_pdl_wide: bool,
-    /// `KILN_FP4_EARLY` (0 to 32): under `KILN_FP4_PDL=wide`, on a launch whose rows are all one
-    /// expert's (the host's counts), each CTA asks L2 for its first tile's first that many stages
-    /// (weights and X) before it waits for the prefix kernel's tables (docs/moe.md, ledger
-    /// F220). Default 0 (none).
-    pub fp4_early: u32,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
     /// `xswz`, `xstage`, `pack` or `xswz2`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
@@ -466,7 +461,6 @@ impl MoeOverrides {
         fp4_mma_sync: false,
         fp4_pdl: false,
         fp4_pdl_wide: true,
-        fp4_early: 0,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_gemv_acc: 0,
         fp4_gemv_pdl: true,

@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 88 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (88, 14));
+    // 87 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (87, 14));
 }
 
 #[test]
@@ -99,7 +99,6 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_FP4_CTAS", "1"),
         ("KILN_FP4_DECODE", "rot"),
         ("KILN_FP4_DEEP", "1"),
-        ("KILN_FP4_EARLY", "4"),
         ("KILN_FP4_EPI", "defer"),
         ("KILN_FP4_FILL", "1"),
         ("KILN_FP4_GCOLS", "256"),

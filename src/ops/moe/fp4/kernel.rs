@@ -506,46 +506,6 @@ pub struct Fp4Split {
     pub balance: i32,
 }
 
-/// The kernel's `Fp4Early` (`KILN_FP4_EARLY`, its last parameter): X and the one expert a
-/// launch's rows belong to, whose first tiles' stages each CTA asks of L2 before the prefix
-/// kernel's tables are ready.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fp4Early {
-    pub x: u64,
-    /// Bytes from one row of X to the next.
-    pub x_pitch: i64,
-    pub expert: i32,
-    pub row0: i32,
-    pub rows: i32,
-}
-
-impl Fp4Early {
-    /// The one expert with rows in `p`'s host counts (X at `x`), or none: the masked layout (its
-    /// counts are read on the GPU), the layer's row maps (X's rows are not the problem's), or
-    /// rows in more or fewer than one expert.
-    pub fn of(p: &MoeProblem, x: u64) -> Option<Self> {
-        let Rows::Contiguous { offsets, .. } = &p.rows else {
-            return None;
-        };
-        if p.layer.is_some() {
-            return None;
-        }
-        let mut with_rows = offsets.windows(2).enumerate().filter(|(_, w)| w[1] > w[0]);
-        let (e, w) = with_rows.next()?;
-        if with_rows.next().is_some() {
-            return None;
-        }
-        Some(Fp4Early {
-            x,
-            x_pitch: (p.k * p.input.size()) as i64,
-            expert: e as i32,
-            row0: w[0],
-            rows: w[1] - w[0],
-        })
-    }
-}
-
 /// The most K slices `KILN_FP4_TAIL` may ask for (the kernel takes min(CTAs / tail tiles, this,
 /// K atoms / 4)).
 pub const MAX_TAIL_SPLITS: u32 = 16;
@@ -1054,18 +1014,6 @@ impl Fp4Experts {
         if order_whole_first(o, p, tile, ctx.info.sm_count) {
             spec = spec.define("KILN_FP4_ORDER", 1);
         }
-        // KILN_FP4_EARLY=S: the wide tiles' dependent launch on one expert's rows, its tables
-        // built here from the host's counts (not the layer's routing), each CTA's first S stages
-        // asked of L2 before the tables are ready (compiled when asked for)
-        let wide_dependent = pdl && !pdl_unsorted && tile.tt >= 64 && tile.path == Fp4Path::Rs;
-        let mut early = if o.fp4_early > 0 && build_tables && wide_dependent && !fill {
-            Fp4Early::of(p, ops.x.ptr())
-        } else {
-            None
-        };
-        if early.is_some() {
-            spec = spec.define("KILN_FP4_EARLY", o.fp4_early);
-        }
         let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
         let tiles_n = p.n.div_ceil(tile.bn(swiglu));
@@ -1142,15 +1090,10 @@ impl Fp4Experts {
         if let Some(m) = map_w.as_mut() {
             params.push(m.as_param());
         }
-        if let Some(e) = early.as_mut() {
-            params.push(e as *mut Fp4Early as *mut c_void);
-        }
         // SAFETY: the register path's kernel takes (TmaMap, Fp4Args, Fp4Split) in this order,
         // and under KILN_FP4_WTMA (defined exactly when `map_w` is built) the weights' TmaMap
-        // fourth, over the `l.experts * l.expert_bytes()` bytes `check` has matched to `ops.w`;
-        // under KILN_FP4_EARLY (defined exactly when `early` is some) the Fp4Early last, an
-        // expert and rows of the problem `check` has validated; the shared-memory path's the first
-        // two. The map addresses X, the args Y, the weights, the
+        // fourth, over the `l.experts * l.expert_bytes()` bytes `check` has matched to `ops.w`; the
+        // shared-memory path's the first two. The map addresses X, the args Y, the weights, the
         // factors, the routing weights and the schedule workspace; `check` has matched every
         // buffer to the problem and the caller keeps them alive until the stream has run. The
         // split workspace and its counters are sized for this grid (or the split is off). Under
@@ -1518,54 +1461,6 @@ mod tests {
             .define("KILN_FP4_WSPLIT", 1),
         );
         crate::jit::testing::assert_compile_clean(&specs);
-    }
-
-    /// `KILN_FP4_EARLY=S` (compiled when asked for): the GEMM's fitted 128- and 160-token tiles
-    /// (200 and 300 rows at N 7168) and the SwiGLU's 128-token tile compile clean with each CTA's
-    /// first stages asked of L2 before the dependent launch's wait, the whole ring and one stage.
-    #[test]
-    fn the_early_prefetch_compiles_clean() {
-        let mut specs = Vec::new();
-        for (swiglu, t) in [
-            (false, Fp4Tile::gemm_wide(128)),
-            (false, Fp4Tile::gemm_wide(160)),
-            (true, Fp4Tile::prefill(true)),
-        ] {
-            for f in Fp4Format::ALL {
-                let spec = Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, t);
-                specs.push(spec.clone().define("KILN_FP4_EARLY", 32));
-                specs.push(spec.define("KILN_FP4_EARLY", 1));
-            }
-        }
-        crate::jit::testing::assert_compile_clean(&specs);
-    }
-
-    /// `KILN_FP4_EARLY` places a launch's tiles only where its host counts are one expert's rows
-    /// of X: not two experts, none, the masked layout or the layer's row maps.
-    #[test]
-    fn the_early_prefetch_needs_one_expert_of_host_rows() {
-        let p =
-            |counts: &[usize]| MoeProblem::contiguous(counts, 7168, 2048, DType::Bf16, DType::Bf16);
-        let of = |p: &MoeProblem| Fp4Early::of(p, 1 << 20);
-        let one = Fp4Early {
-            x: 1 << 20,
-            x_pitch: 4096,
-            expert: 2,
-            row0: 0,
-            rows: 200,
-        };
-        assert_eq!(of(&p(&[0, 0, 200, 0])), Some(one));
-        assert_eq!(of(&p(&[200])), Some(Fp4Early { expert: 0, ..one }));
-        assert_eq!(of(&p(&[100, 0, 100])), None);
-        assert_eq!(of(&p(&[0, 0])), None);
-        let masked = MoeProblem::masked(&[0, 200], 256, 7168, 2048, DType::Bf16, DType::Bf16);
-        assert_eq!(of(&masked), None);
-        let mut layer = p(&[200]);
-        layer.layer = Some(crate::ops::moe::LayerRows::Scaled);
-        assert_eq!(of(&layer), None);
-        // laid out as the kernel's: two 8-byte fields, three ints, padded to 8
-        assert_eq!(std::mem::offset_of!(Fp4Early, expert), 16);
-        assert_eq!(std::mem::size_of::<Fp4Early>(), 32);
     }
 
     /// `KILN_FP4_PDL=wide` (the default): the checked spec of every register-path tile of 64

@@ -24,9 +24,10 @@
 #include "common/mem_ops.cuh"
 
 constexpr int FQ_DEPTH = 16;                     // queued conversions
-constexpr u32 OFF_FQ = OFF_BARS + 8 * (1 + 2 * STAGES);  // header {tail, done[2], -}, then entries
+// (16-byte aligned: the header is zeroed by one 16-byte store; the barriers end on 8)
+constexpr u32 OFF_FQ = (OFF_BARS + 8 * (1 + 2 * STAGES) + 15) / 16 * 16;  // header {tail, done[2], -}, then entries
 constexpr u32 FQ_BYTES = 16 + 8 * FQ_DEPTH;
-static_assert(!DQ_FUSED || KILN_SMEM >= 1024 + OFF_FQ + FQ_BYTES, "KILN_SMEM too small for the conversion queue");
+static_assert(!DQ_FUSED || (KILN_SMEM >= 1024 + OFF_FQ + FQ_BYTES && OFF_FQ % 16 == 0), "KILN_SMEM too small for the conversion queue");
 static_assert(!DQ_FUSED || (BM == 128 && QN == D && DQ_MH == 1), "the fused conversion takes the row split's 64-row tiles");
 
 // The counters a head holds: (packed rows - 1) / 64 + sequences.

@@ -52,7 +52,7 @@ struct DqTile {
   // just before (fence.proxy.async orders every earlier generic write of the thread), so that the
   // reduce issued after the barrier reads them.
   __device__ __forceinline__ void before_meet() const {
-    if (adder) tma_store_wait_read<0>();
+    if (adder && !DQ_FUSED) tma_store_wait_read<0>();  // (DQ_FUSED: the writer adds)
   }
 
   // This block's partial dq of head h, rows m0 .. into the accumulator: dq[hh] the m64 partial of

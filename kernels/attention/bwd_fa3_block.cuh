@@ -174,6 +174,18 @@ constexpr bool BWD_VARLEN = false;
 static_assert(!(BWD_WINDOW || BWD_VARLEN) || D != 256, "the window's and the packed walk: d64 or d128 (bwd_fa3_d256.cu masks by its own rule)");
 static_assert(!(DET_WRITER && (BWD_WINDOW || BWD_VARLEN)),
               "the dQ writer's order (det_rank) knows no window or packed sequence: bwd_fa3_ordered_eager refuses them");
+// KILN_BWD_DQ_FUSED 1 (the host's KILN_BWD_DQ_FUSED knob; the packed walk on the 128-row tile
+// split by query rows): no postprocess. Each block's dQ tiles go to a writer warp (warp 1 of
+// warpgroup 0), which adds them by TMA reduce, waits for the adds to complete and counts them on
+// a per-(sequence, head, 64 query rows) counter; the adder that completes a counter queues the
+// rows for warps 2 and 3, which read them from L2, scale, round and store dQ (bwd_dq_fused.cuh).
+#if defined(KILN_BWD_DQ_FUSED)
+constexpr bool DQ_FUSED = KILN_BWD_DQ_FUSED != 0;
+#else
+constexpr bool DQ_FUSED = false;
+#endif
+static_assert(!DQ_FUSED || (BWD_VARLEN && BWD_WINDOW && SPLIT_M && !DET_WRITER),
+              "KILN_BWD_DQ_FUSED: the packed walk (its window's rule counts the adders) on the row split's tile");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");
@@ -773,9 +785,20 @@ __device__ __forceinline__ void bwd_kernel(unsigned char* smem_raw, u32 off_vec,
   if constexpr (BWD_WINDOW || BWD_VARLEN) {
     // each role works out where the block sits after its register split: computed before it, the
     // window's walk left its iteration count in a vector register that ptxas spilled across it
-    // (no writer: DET_WRITER is refused with a window or packed sequences above)
-    ws_roles<PRODUCER_REGS, CONSUMER_REGS, 32>(
-        warpgroup_index(), [&] { bwd_produce<TX_FIRST>(p, bwd_walk(p), sm, tq, tk, tv, tdo); },
+    // (no writer: DET_WRITER is refused with a window or packed sequences above; DQ_FUSED: warp
+    // 1 the dQ writer, warps 2 and 3 the conversion, write(walk, smem, warp - 1))
+    ws_roles<PRODUCER_REGS, CONSUMER_REGS, DQ_FUSED ? 128 : 32>(
+        warpgroup_index(),
+        [&] {
+          if constexpr (DQ_FUSED) {
+            const int w = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 32), 0);
+            if (w != 0) {
+              write(bwd_walk(p), sm, w - 1);
+              return;
+            }
+          }
+          bwd_produce<TX_FIRST>(p, bwd_walk(p), sm, tq, tk, tv, tdo);
+        },
         [&](int c) { consume(c, bwd_walk(p), sm); });
     return;
   }

@@ -41,8 +41,12 @@
 // KILN_BWD_TAIL 1 (the host's KILN_BWD_TAIL knob): the last partial wave's key blocks split into
 // parts that each walk a share of the query blocks, dK and dV summed by the last part to finish
 // (bwd_tail.cuh); without the define, the same SASS as before it.
+// KILN_BWD_DQ_FUSED 1 (the host's KILN_BWD_DQ_FUSED knob, the packed d64 walk on the row split's
+// tile): each block's dQ tiles to a writer warp that adds them, counts the adds and has the last
+// adder's rows converted in the kernel, so that no postprocess runs (bwd_dq_fused.cuh).
 #include "attention/bwd_fa3_block.cuh"
 #include "attention/bwd_dq_tile.cuh"
+#include "attention/bwd_dq_fused.cuh"
 
 #if !defined(KILN_BWD_SAHEAD)
 #error "KILN_BWD_SAHEAD (the next block's Sᵀ issued before this block's dQ staging: 0 or 1) must be defined by the host"
@@ -158,6 +162,8 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
       h_prev = h, m0_prev = m0;
     } else if (DET_WRITER) {
       tile.hand_over(dq, th, it, det_writers(p));
+    } else if (DQ_FUSED) {
+      tile.hand_over(dq, th, it, 1);  // (to the fused writer: bwd_dq_fused.cuh)
     } else {
       u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
       tile.add(dq, p, k, th, h, m0, sem);
@@ -187,8 +193,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fa3_lookahead(const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv,
                            const __grid_constant__ TmaMap tdo, const __grid_constant__ TmaMap tdq, AttnBwdArgs p) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // KILN_BWD_DQ_FUSED: a sequence without keys has no block with work (its dQ zeroed here), and
+  // the conversion queue starts empty (published by bwd_start's barrier)
+  if constexpr (DQ_FUSED) {
+    fused_zero_keyless(p);
+    if (threadIdx.x == 0) fused_queue_init(smem_raw);
+  }
   bwd_kernel<true>(
       smem_raw, OFF_VEC, OFF_BARS, &tq, &tk, &tv, &tdo, &tdq, p,
       [&](int c, const BwdWalk& k, const BwdSmem& sm) { bwd_consume_ahead(c, p, k, sm, dq_tile(&tdq, smem_raw, c)); },
-      [&](const BwdWalk& k, const BwdSmem& sm, int j) { dq_writer(&tdq, sm, p, k, j); });
+      [&](const BwdWalk& k, const BwdSmem& sm, int j) {
+        if constexpr (DQ_FUSED) {
+          dq_fused_role(&tdq, sm, p, k, j);
+        } else {
+          dq_writer(&tdq, sm, p, k, j);
+        }
+      });
 }

@@ -342,6 +342,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/attention/bwd_dq_tile.cuh"),
     ),
     (
+        "attention/bwd_dq_fused.cuh",
+        include_str!("../../kernels/attention/bwd_dq_fused.cuh"),
+    ),
+    (
         "attention/bwd_dq_stage.cuh",
         include_str!("../../kernels/attention/bwd_dq_stage.cuh"),
     ),

@@ -157,6 +157,13 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| unless(o.attention.bwd_det_writers, 1, |n| n.to_string()),
     },
     Knob {
+        name: "KILN_BWD_DQ_FUSED",
+        takes: || FLAG.into(),
+        default: "0: the packed d64 backward converts dQ in a postprocess (1: in its main kernel, by the last adder of each 64 query rows)",
+        set: |o, v| put(&mut o.attention.bwd_dq_fused, or(v, false, flag)),
+        show: |o| unless(o.attention.bwd_dq_fused, false, bit),
+    },
+    Knob {
         name: "KILN_BWD_DQ_KEYS",
         takes: || FLAG.into(),
         default: "0: bwd_fa3_bulk_dq and bwd_fa3_tma_dq at d128 split dQ by columns",

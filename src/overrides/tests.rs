@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 87 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (87, 14));
+    // 88 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (88, 14));
 }
 
 #[test]
@@ -83,6 +83,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_BWD_D256_P16", "1"),
         ("KILN_BWD_DET_LPT", "1"),
         ("KILN_BWD_DET_WRITERS", "2"),
+        ("KILN_BWD_DQ_FUSED", "1"),
         ("KILN_BWD_DQ_KEYS", "1"),
         ("KILN_BWD_EXP_POLY", "0"),
         ("KILN_BWD_LPT", "1"),

@@ -78,6 +78,10 @@ pub struct WgmmaBwdTile {
     /// dSᵀ = Pᵀ ∘ (dPᵀ − D) in packed bf16 pairs from the rounded Pᵀ (`bwd_fa3_m128_fma`, bf16:
     /// the define `KILN_BWD_DS_PACKED`; 128 rows a step only).
     pub ds_packed: bool,
+    /// dQ converted in the main kernel by its last adder's writer warp, no postprocess
+    /// (`KILN_BWD_DQ_FUSED`: the define `KILN_BWD_DQ_FUSED`; `varlen` on the row split's tile
+    /// only, `kernels/attention/bwd_dq_fused.cuh`).
+    pub dq_fused: bool,
     /// The grid's last partial wave of key blocks split into parts (`KILN_BWD_TAIL`:
     /// `bwd_fa3_lookahead.cu` with the define `KILN_BWD_TAIL`, the dense walk only; [`super::tail`]).
     pub tail: bool,
@@ -140,6 +144,7 @@ impl WgmmaBwdTile {
             exp_poly: 0,
             ds_packed: false,
             tail: false,
+            dq_fused: false,
         };
         match d {
             128 => WgmmaBwdTile {
@@ -219,7 +224,9 @@ impl WgmmaBwdTile {
         } else {
             64
         };
-        1024 + kv + self.stages * stage + ds + vec + dq + walk + bars
+        // the fused conversion's queue past the barriers (bwd_dq_fused.cuh's FQ_BYTES, rounded)
+        let queue = if self.dq_fused { 256 } else { 0 };
+        1024 + kv + self.stages * stage + ds + vec + dq + walk + bars + queue
     }
 
     pub fn spec(&self, arch: &str, dtype: DType) -> KernelSpec {
@@ -276,6 +283,11 @@ impl WgmmaBwdTile {
         };
         let spec = if self.tail {
             spec.define("KILN_BWD_TAIL", 1)
+        } else {
+            spec
+        };
+        let spec = if self.dq_fused {
+            spec.define("KILN_BWD_DQ_FUSED", 1)
         } else {
             spec
         };
@@ -501,6 +513,9 @@ pub struct PackedGrid {
     pub cu_k: u64,
     /// A host-mapped word the kernel sets to 1 on bad offsets; 0: not recorded.
     pub errors: u64,
+    /// The main kernel converts dQ (`KILN_BWD_DQ_FUSED`, [`super::dq_fused`]): its counters
+    /// zeroed by the preprocess, no postprocess.
+    pub dq_fused: bool,
 }
 
 /// The three launches of a WGMMA backward whose main kernel is `main` (`smem` bytes of shared
@@ -542,6 +557,10 @@ pub fn launch_main(
     if let Some(g) = packed {
         (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);
         args.m_blocks = g.m_blocks as i32;
+    }
+    let fused = packed.is_some_and(|g| g.dq_fused);
+    if let Some(g) = packed.filter(|g| g.dq_fused) {
+        args.dq_sem = super::dq_fused::counters(ctx, a, g.seqs)?;
     }
     // KILN_BWD_LPT: causal blocks longest walk first, a chunk of heads at a time
     args.lpt_heads = super::lpt::lpt_heads(
@@ -644,14 +663,22 @@ pub fn launch_main(
     // `bwd_fa3_bulk_dq`'s bulk adds). The three launches run in order on one stream.
     // (`bwd_fa3_d256_persist` waits for the preprocess in griddepcontrol.wait before it reads D
     // or adds to the accumulator: it may start while the preprocess runs)
+    // (`KILN_BWD_DQ_FUSED`: the preprocess zeroes the main kernel's counters; no postprocess)
     unsafe {
-        bwd_prep::launch_pre(ctx, &mut args)?;
+        if fused {
+            super::dq_fused::launch_pre(ctx, &args, packed.map_or(1, |g| g.seqs))?;
+        } else {
+            bwd_prep::launch_pre(ctx, &mut args)?;
+        }
         if sched.persist {
             main.launch_dependent(ctx.stream, &cfg, &mut params)?;
         } else {
             main.launch(ctx.stream, &cfg, &mut params)?;
         }
-        bwd_prep::launch_post(ctx, &mut args)
+        if !fused {
+            bwd_prep::launch_post(ctx, &mut args)?;
+        }
+        Ok(())
     }
 }
 

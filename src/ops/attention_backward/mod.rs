@@ -19,6 +19,7 @@ pub mod bwd_fa3_tma_dq;
 pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
 pub mod det_schedule;
+pub mod dq_fused;
 pub mod lpt;
 pub mod problem;
 pub mod tail;

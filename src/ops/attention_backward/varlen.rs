@@ -127,8 +127,10 @@ pub fn launch_varlen(
     let o = &ctx.overrides.attention;
     let t = bwd_fa3_lookahead::varlen_tile(p.head_dim, o.bwd_varlen_m128);
     let compact = o.bwd_varlen_compact && p.batch <= COMPACT_MAX_SEQS;
+    let fused = dq_fused_applies(o.bwd_dq_fused, &t, compact);
     let t = WgmmaBwdTile {
         varlen_compact: compact,
+        dq_fused: fused,
         ..t
     };
     let (key_blocks, seqs) = packed_grid(p, compact);
@@ -140,6 +142,7 @@ pub fn launch_varlen(
         cu_q: ops.cu_q.ptr(),
         cu_k: ops.cu_k.ptr(),
         errors: ops.errors,
+        dq_fused: fused,
     };
     let main = t.spec(&ctx.arch(), p.dtype);
     launch_main(
@@ -156,6 +159,13 @@ pub fn launch_varlen(
         Some(grid),
         Sched::of(ctx),
     )
+}
+
+/// Whether `KILN_BWD_DQ_FUSED` (`on`) converts dQ in the main kernel of the packed tile `t`: on
+/// the row split's 128-row tile (d64) and the grid of sequences along z (the kernel's counters
+/// are per sequence); elsewhere the postprocess converts it, as without the knob.
+pub fn dq_fused_applies(on: bool, t: &WgmmaBwdTile, compact: bool) -> bool {
+    on && t.bm == 128 && t.dq_split == 2 && !compact
 }
 
 /// The most sequences the compact grid takes (`KILN_BWD_VARLEN_COMPACT`): a warp finds a block's
@@ -265,6 +275,40 @@ mod tests {
                 v.push(spec);
             }
         }
+        crate::ops::attention_backward::assert_compiles_clean(v, &["C751", "C7507", "C7508"]);
+    }
+
+    /// The fused conversion's kernels (`KILN_BWD_DQ_FUSED`) on d64's packed 128-row tile compile
+    /// for sm_90a with no local memory, no wgmma serialisation and the register split honoured
+    /// (the writer and converter warps at the producer's 24 registers); they compile when the
+    /// knob asks for them, outside the variant budget. d128's tile and the compact grid keep the
+    /// postprocess.
+    #[test]
+    fn the_fused_conversions_variants_compile_without_spills() {
+        use crate::ops::attention::DTYPES;
+        let t = bwd_fa3_lookahead::varlen_tile(64, true);
+        assert!(dq_fused_applies(true, &t, false));
+        assert!(!dq_fused_applies(false, &t, false) && !dq_fused_applies(true, &t, true));
+        assert!(!dq_fused_applies(
+            true,
+            &bwd_fa3_lookahead::varlen_tile(128, true),
+            false
+        ));
+        assert!(!dq_fused_applies(
+            true,
+            &bwd_fa3_lookahead::varlen_tile(64, false),
+            false
+        ));
+        let f = WgmmaBwdTile {
+            dq_fused: true,
+            ..t
+        };
+        assert!(f.smem_bytes() <= 227 * 1024);
+        let v: Vec<_> = DTYPES.iter().map(|&dt| f.spec("sm_90a", dt)).collect();
+        for s in &v {
+            assert!(s.label().contains("KILN_BWD_DQ_FUSED=1"), "{}", s.label());
+        }
+        assert!(!t.spec("sm_90a", DTYPES[0]).label().contains("FUSED"));
         crate::ops::attention_backward::assert_compiles_clean(v, &["C751", "C7507", "C7508"]);
     }
 

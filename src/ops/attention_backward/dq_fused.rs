@@ -1,0 +1,78 @@
+//! Host side of `KILN_BWD_DQ_FUSED` (`kernels/attention/bwd_dq_fused.cuh`): the packed backward's
+//! dQ converted in its main kernel, the counters that kernel keeps and how the preprocess zeroes them.
+//!
+//! The kernel counts each 64-row half of a sequence's query blocks on a u32 [heads_q][slots]
+//! array, slot `row / 64 + sequence` (`row` the packed row the half starts on), so `slots` is
+//! `(total_q - 1) / 64 + sequences`. The preprocess zeroes counter `m` of each head when its
+//! `m_block` x `m_blocks` grid of rows holds `m`: with `m_block` 1 it zeroes the first
+//! min(slots, total_q) of them, at no cost beyond the launch it makes anyway; a batch with more
+//! slots than rows (almost every sequence empty) has them zeroed by a memset first.
+
+use super::bwd_prep;
+use super::AttnBwdArgs;
+use crate::device::{Context, DeviceBuffer};
+use crate::error::Result;
+use crate::ops::attention::AttentionProblem;
+
+/// The counters a head holds for a packed batch of `total_q` rows in `seqs` sequences (the
+/// kernel's `fused_slots`).
+pub fn slots(total_q: usize, seqs: u32) -> usize {
+    total_q.max(1).saturating_sub(1) / 64 + seqs as usize
+}
+
+/// The counters' scratch for the packed batch whose dense view is `a` (one batch of the packed
+/// rows) in `seqs` sequences: its device address.
+pub fn counters(ctx: &Context, a: &AttentionProblem, seqs: u32) -> Result<u64> {
+    let bytes = a.heads_q * slots(a.seqlen_q, seqs) * 4;
+    ctx.scratch.attn_bwd_dq_sem.at_least(ctx, bytes)
+}
+
+/// The preprocess for the fused main kernel of a packed batch in `seqs` sequences: `args` as the
+/// main kernel takes them (the counters in `dq_sem`), launched with the counters' grid
+/// (`m_block` 1, `m_blocks` the slots).
+///
+/// # Safety
+/// As [`bwd_prep::launch_pre`]; `args.dq_sem` holds [`counters`]' bytes for `args` and `seqs`.
+pub unsafe fn launch_pre(ctx: &Context, args: &AttnBwdArgs, seqs: u32) -> Result<()> {
+    let mut pre = *args;
+    let n = slots(args.sq as usize, seqs);
+    if n > args.sq as usize {
+        // SAFETY: the counters' scratch holds heads_q x n words ([`counters`]).
+        let bytes = args.heads_q as usize * n * 4;
+        unsafe { DeviceBuffer::borrowed(args.dq_sem, bytes) }.fill_bytes(0, ctx)?;
+        pre.dq_sem = 0;
+    } else {
+        (pre.m_block, pre.m_blocks) = (1, n as i32);
+    }
+    unsafe { bwd_prep::launch_pre(ctx, &mut pre) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every 64-row half of every sequence gets its own slot below `slots` (the kernel's
+    /// `row / 64 + sequence`), whatever the lengths, empty ones included.
+    #[test]
+    fn each_half_has_its_own_slot() {
+        for lens in [
+            vec![6698usize, 5067, 658, 8103, 128, 0, 1, 129, 255, 256, 257, 7],
+            vec![1; 200],
+            vec![0, 0, 5, 0, 63, 64, 65, 0],
+            vec![130],
+        ] {
+            let total: usize = lens.iter().sum();
+            let n = slots(total, lens.len() as u32);
+            let mut seen = std::collections::HashSet::new();
+            let mut q0 = 0;
+            for (z, &l) in lens.iter().enumerate() {
+                for r in (0..l).step_by(64) {
+                    let slot = (q0 + r) / 64 + z;
+                    assert!(slot < n, "{lens:?}: {slot} of {n}");
+                    assert!(seen.insert(slot), "{lens:?}: slot {slot} twice");
+                }
+                q0 += l;
+            }
+        }
+    }
+}

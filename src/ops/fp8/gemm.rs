@@ -1231,17 +1231,22 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
             .unwrap_or_else(|| choose_waves(p, dev)),
         Fp8Rule::Large => match choose_large(p, dev) {
             Some(c) => stream_if_it_fills(p, &c, dev),
-            None => whole_if_unsplit(
+            None => pairs_along_n(
                 p,
-                with_small_m_splits(
+                whole_if_unsplit(
                     p,
-                    choose_small_rows(p, dev)
-                        .or_else(|| choose_short_k_64(p, dev))
-                        .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
+                    with_small_m_splits(
+                        p,
+                        choose_small_rows(p, dev)
+                            .or_else(|| choose_short_k_64(p, dev))
+                            .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
+                        dev,
+                    ),
                     dev,
+                    SMALL_M_WHOLE,
                 ),
                 dev,
-                SMALL_M_WHOLE,
+                SMALL_ROWS_PAIRS_N,
             ),
         },
     }
@@ -1389,6 +1394,40 @@ fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 /// tile's (`256tquhl/1`: level in one round, ahead in the other; its kernel had a twelfth of its
 /// code to cut).
 pub const SMALL_M_WHOLE: bool = true;
+
+/// Whether the large rule runs its cluster-summed `128pte/2c` as `128ptne/2c` where the column
+/// tiles pair up ([`pairs_along_n`]; ledger row 240). Off until the branch's quick suite has run
+/// to its end: on an H200 (2026-12-02, two rounds) `128ptne/2c` ran 128x7168x16384 at
+/// 1.000-1.013x cuBLASLt after 1 s of load against `128pte/2c`'s 0.940-0.960x in the same calls.
+pub const SMALL_ROWS_PAIRS_N: bool = false;
+
+/// `cfg` in pairs along N multicasting A (`128ptne/2c`) where `on`, `cfg` is the large rule's
+/// `128pte` summing [`CLUSTER_SUM_SPLITS`] slices in a cluster, its column tiles are even (no
+/// pair's second tile past N: the pair would compute and sum a tile for nothing), and the pair
+/// is compiled and fits; else `cfg`.
+fn pairs_along_n(p: &Fp8Problem, cfg: Fp8Config, dev: &DeviceInfo, on: bool) -> Fp8Config {
+    let pte = Fp8Config::tile(128, 128, true, true)
+        .scales_by_tma()
+        .tma_store();
+    let pair = cfg.paired_n();
+    let takes = on
+        && Fp8Config {
+            splits: 0,
+            reduce: None,
+            ..cfg
+        } == pte
+        && cfg.splits == CLUSTER_SUM_SPLITS
+        && cfg.reduce == Some(Reduce::Cluster)
+        && p.n.div_ceil(cfg.bn as usize).is_multiple_of(2)
+        && is_compiled(p, &pair)
+        && check_config(p, pair).is_ok()
+        && dev.check_smem(pair.smem_bytes()).is_ok();
+    if takes {
+        pair
+    } else {
+        cfg
+    }
+}
 
 /// `cfg` (the large rule's pick at M <= [`SMALL_M`]) as its whole-tile twin where `on`, `cfg` is
 /// a 64-row tile as timed (`64x128ps/1`, `64x192ps/1`: not `SMALL_M_SHORT`'s `b`), the launch takes one slice and no stream-K, C is bf16 (the twins' one output)
@@ -4180,6 +4219,32 @@ mod tests {
         }
         let e = check_config(&p, Fp8Config { stream: true, ..c }).unwrap_err();
         assert!(e.to_string().contains("cluster (c)"), "{e}");
+    }
+
+    #[test]
+    fn the_pairs_along_n_take_the_cluster_summed_128pte_only_where_asked() {
+        let dev = DeviceInfo::h100_sxm();
+        let mut taken = Vec::new();
+        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let rule = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(pairs_along_n(&p, rule, &dev, false), rule, "{p}");
+            let on = pairs_along_n(&p, rule, &dev, true);
+            if on != rule {
+                assert_eq!(
+                    (rule.to_string(), on.to_string()),
+                    ("128pte/2c".into(), "128ptne/2c".into())
+                );
+                taken.push((m, n, k));
+            }
+        }
+        // the one DeepSeek-V3 shape the rule runs as `128pte/2c` (ledger row 240)
+        assert_eq!(taken, [(128, 7168, 16384)]);
+        // an odd count of column tiles keeps the single CTAs
+        let odd = Fp8Problem::new(128, 7040, 16384, DType::Bf16, ScaleMode::Block);
+        let rule = choose_by(&odd, &dev, Fp8Rule::Large);
+        assert_eq!(rule.to_string(), "128pte/2c");
+        assert_eq!(pairs_along_n(&odd, rule, &dev, true), rule);
     }
 
     #[test]

@@ -172,6 +172,15 @@ constexpr bool A_SCALE_TMA = KILN_SSCALE == 2;  // the slot's A scales by TMA (F
 constexpr int CM = KILN_CLUSTER;            // CTAs along M sharing each B tile by TMA multicast
 constexpr int CN = KILN_CLUSTER_N;          // CTAs along N sharing each A tile likewise
 constexpr int CLUSTER = CM * CN;
+// KILN_PAIR_SUM: pairs along N alone (`128ptne`) also sum split-K slices in a cluster
+// (Fp8Args.reduce 2, `128ptne/2c`, 2026-12-02). The launch's cluster is then the pair times the
+// slices, rank CLUSTER * slice + rn: a CTA's rank in its pair is the cluster rank's low bit, its
+// multicast peers sit from its slice's first rank on, and slice 0 of the same rn (rank rn) adds
+// the sum. In every other kernel the cluster is the pair (or the slices, single CTAs) and the
+// rank as read. Selected by #if, not if constexpr: a constant at file scope is a global in every
+// cubin, and even a local one, folded away, renumbered the PTX of other kernels and moved their
+// register allocation (`192mgh`); this way every other variant compiles byte for byte as before.
+#define KILN_PAIR_SUM (KILN_CLUSTER == 1 && KILN_CLUSTER_N == 2)
 // Fp8Args.tma_sa = 2 (the A scales by one bulk copy) is compiled into the single-CTA slot kernels
 // (the small-M tiles it is for: the pairs' producer spilled at 40 registers with it)
 constexpr bool SA_BULK = SSCALE && CLUSTER == 1;
@@ -361,7 +370,8 @@ struct Fp8Args {
   //     red.add; the last reads the sum, sets the tile back to zero and runs the epilogue.
   //   reduce 2: a tile's slices are one cluster of `splits` CTAs, each one unit (the grid is the
   //     units, not persistent); the peers' partials go into rank 0's ring, which adds them
-  //     (common/split_k_cluster.cuh). Not with KILN_CLUSTER / KILN_CLUSTER_N pairs.
+  //     (common/split_k_cluster.cuh). Pairs along N alone (KILN_PAIR_SUM): a cluster of 2 x `splits`
+  //     CTAs, each pair's slice 1 adding into slice 0's ring; not with pairs along M.
   // (common/split_k.cuh)
   int splits;
   float* ws;
@@ -475,7 +485,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     tile_coords(ct, ctiles_m, ctiles_n, ctm, ctn);
     // the rank read where it is needed (a special register): none held across the consumers'
     // K loop, which a 2 x 2 cluster's need
+#if KILN_PAIR_SUM
+    const int r = (int)(cluster_ctarank() % CLUSTER);
+#else
     const int r = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
+#endif
     tm = ctm * CM + r % CM;
     tn = ctn * CN + r / CM;
     t = ct * CLUSTER + r;
@@ -510,9 +524,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         }
       };
       // the CTAs sharing this CTA's B tile (same rn: ranks CM * rn ..) and its A tile (same rm)
+#if KILN_PAIR_SUM
+      // (the pair's ranks from its slice's first, hw - rank)
+      const int hw = (int)cluster_ctarank(), rank = hw % CLUSTER, rm = rank % CM, rn = rank / CM;
+      const u16 b_peers = (u16)(((1 << CM) - 1) << (CM * rn));
+      const u16 a_peers = (u16)(((1 << rm) | (CN > 1 ? 1 << (rm + CM) : 0)) << (hw - rank));
+#else
       const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0, rm = rank % CM, rn = rank / CM;
       const u16 b_peers = (u16)(((1 << CM) - 1) << (CM * rn));
       const u16 a_peers = (u16)((1 << rm) | (CN > 1 ? 1 << (rm + CM) : 0));
+#endif
       u32 it = 0;
       // Fp8Args.pdl bit 1: the first unit's first `early` stages (fresh: no empty wait) take
       // their B tiles before the wait for the grid before, their A (and scales) after it.
@@ -1010,9 +1031,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       if (p.reduce == 2) {
         // The tile's slices are this cluster's CTAs (rank sp), one unit each
         // (common/split_k_cluster.cuh): once every consumer is past its K blocks, rank 0's ring
-        // takes the peers' partials, and rank 0 goes on with their sum.
+        // takes the peers' partials, and rank 0 goes on with their sum. (KILN_PAIR_SUM: each pair's
+        // CTA rn of slice sp is rank CLUSTER * sp + rn, and rank rn, its slice 0, sums; every
+        // multicast into that ring has landed once its own consumers are past their K blocks.)
         cluster_sync();
+#if KILN_PAIR_SUM
+        if (sp != 0) split_cluster_put_to(base + (u32)(sp - 1) * (256u * NR * 4u), cluster_ctarank() % CLUSTER, ct, sums);
+#else
         if (sp != 0) split_cluster_put(base + (u32)(sp - 1) * (256u * NR * 4u), ct, sums);
+#endif
         cluster_sync();
         if (sp != 0) continue;
         split_cluster_sum(base, ns, ct, sums);

@@ -40,8 +40,10 @@ pub enum Reduce {
     Atomic,
     /// A tile's slices run as one cluster of CTAs, one slice each, the grid not persistent: the
     /// peers write their partials into the first CTA's ring through the cluster's shared memory
-    /// and it adds them in slice order (`c`; `common/split_k_cluster.cuh`). Single-CTA tiles
-    /// only, at most [`MAX_CLUSTER_SPLITS`] slices and as many partials as the ring holds.
+    /// and it adds them in slice order (`c`; `common/split_k_cluster.cuh`). Single-CTA tiles,
+    /// at most [`MAX_CLUSTER_SPLITS`] slices and as many partials as the ring holds; and pairs
+    /// along N (`128ptne/2c`, 2026-12-02), [`CLUSTER_SUM_SPLITS`] slices: clusters of 2 x 2,
+    /// each pair's second slice adding into its first.
     Cluster,
 }
 
@@ -668,6 +670,12 @@ impl Fp8Config {
                 let ring = self.stages() * self.stage_bytes();
                 (ring / (4 * self.bm * self.bn) + 1).min(MAX_CLUSTER_SPLITS)
             }
+            // pairs along N alone (the kernel's PAIR_SUM): a cluster of the pair times the
+            // slices, two of them (clusters of 4; the single CTAs' 3 to 7 lost, ledger row 21)
+            Reduce::Cluster if self.ctas_m() == 1 && self.ctas_n() == 2 => {
+                let ring = self.stages() * self.stage_bytes();
+                (ring / (4 * self.bm * self.bn) + 1).min(CLUSTER_SUM_SPLITS)
+            }
             Reduce::Cluster => 1,
         }
     }
@@ -918,9 +926,16 @@ pub fn configs(
         Fp8Config::wide_pair(256, false),
         Fp8Config::wide_pair(256, false).deferred_epilogue(),
         // ledger rows 24-25: the 128 x 256 tile in single CTAs, one tile a CTA at 64 < M <= 128
-        // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, and the
-        // 128 x 128 tile in pairs along N, `128ptne`, lost everywhere and are not compiled)
+        // (`256thl` at 128x24576x1536: 1.02x `64x128ps/1`; in pairs along N, `256tnh`, lost
+        // everywhere and is not compiled)
         Fp8Config::small_rows_wide(),
+        // 2026-12-02 (ledger row 240): `128pte` in pairs along N multicasting A (`128ptne`, lost to
+        // `128ptme` at M = 4096 in row 13), back for `128ptne/2c` at 128x7168x16384: each pair's
+        // two K slices summed in a cluster of 4, A read from the L2 once a pair; by name only
+        Fp8Config::tile(128, 128, true, true)
+            .scales_by_tma()
+            .paired_n()
+            .tma_store(),
         // 2026-12-01 (ledger row 171): the lean short-K form (`z`) of `128ptqe` and of the 64-row
         // tile: A resident, a ring of B alone, bf16 C; the large rule's at K of 4 blocks (row 200)
         Fp8Config::tile(128, 128, true, true)
@@ -1216,17 +1231,22 @@ pub fn choose_by(p: &Fp8Problem, dev: &DeviceInfo, rule: Fp8Rule) -> Fp8Config {
             .unwrap_or_else(|| choose_waves(p, dev)),
         Fp8Rule::Large => match choose_large(p, dev) {
             Some(c) => stream_if_it_fills(p, &c, dev),
-            None => whole_if_unsplit(
+            None => pairs_along_n(
                 p,
-                with_small_m_splits(
+                whole_if_unsplit(
                     p,
-                    choose_small_rows(p, dev)
-                        .or_else(|| choose_short_k_64(p, dev))
-                        .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
+                    with_small_m_splits(
+                        p,
+                        choose_small_rows(p, dev)
+                            .or_else(|| choose_short_k_64(p, dev))
+                            .unwrap_or_else(|| choose_by(p, dev, Fp8Rule::Measured)),
+                        dev,
+                    ),
                     dev,
+                    SMALL_M_WHOLE,
                 ),
                 dev,
-                SMALL_M_WHOLE,
+                SMALL_ROWS_PAIRS_N,
             ),
         },
     }
@@ -1374,6 +1394,40 @@ fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 /// tile's (`256tquhl/1`: level in one round, ahead in the other; its kernel had a twelfth of its
 /// code to cut).
 pub const SMALL_M_WHOLE: bool = true;
+
+/// Whether the large rule runs its cluster-summed `128pte/2c` as `128ptne/2c` where the column
+/// tiles pair up ([`pairs_along_n`]; ledger row 240). Off until the branch's quick suite has run
+/// to its end: on an H200 (2026-12-02, two rounds) `128ptne/2c` ran 128x7168x16384 at
+/// 1.000-1.013x cuBLASLt after 1 s of load against `128pte/2c`'s 0.940-0.960x in the same calls.
+pub const SMALL_ROWS_PAIRS_N: bool = false;
+
+/// `cfg` in pairs along N multicasting A (`128ptne/2c`) where `on`, `cfg` is the large rule's
+/// `128pte` summing [`CLUSTER_SUM_SPLITS`] slices in a cluster, its column tiles are even (no
+/// pair's second tile past N: the pair would compute and sum a tile for nothing), and the pair
+/// is compiled and fits; else `cfg`.
+fn pairs_along_n(p: &Fp8Problem, cfg: Fp8Config, dev: &DeviceInfo, on: bool) -> Fp8Config {
+    let pte = Fp8Config::tile(128, 128, true, true)
+        .scales_by_tma()
+        .tma_store();
+    let pair = cfg.paired_n();
+    let takes = on
+        && Fp8Config {
+            splits: 0,
+            reduce: None,
+            ..cfg
+        } == pte
+        && cfg.splits == CLUSTER_SUM_SPLITS
+        && cfg.reduce == Some(Reduce::Cluster)
+        && p.n.div_ceil(cfg.bn as usize).is_multiple_of(2)
+        && is_compiled(p, &pair)
+        && check_config(p, pair).is_ok()
+        && dev.check_smem(pair.smem_bytes()).is_ok();
+    if takes {
+        pair
+    } else {
+        cfg
+    }
+}
 
 /// `cfg` (the large rule's pick at M <= [`SMALL_M`]) as its whole-tile twin where `on`, `cfg` is
 /// a 64-row tile as timed (`64x128ps/1`, `64x192ps/1`: not `SMALL_M_SHORT`'s `b`), the launch takes one slice and no stream-K, C is bf16 (the twins' one output)
@@ -2240,7 +2294,8 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
     if cfg.reduction() == Reduce::Cluster && (cfg.stream || cfg.max_splits() == 1) {
         return Err(Error::invalid(format!(
             "config {cfg} sums its slices in a cluster (c), which takes single-CTA tiles not run \
-             in parts and no stream-K; drop the c, or use a tile such as 64x128ps/4c"
+             in parts (or pairs along N, 128ptne/2c) and no stream-K; drop the c, or use a tile \
+             such as 64x128ps/4c"
         )));
     }
     // (the unpromoted 128 x 256 tensor-scale tile, `256mh` / `256md`, counted as two parts so
@@ -2324,8 +2379,8 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
     Err(Error::invalid(format!(
         "config {cfg} is not compiled for {p}; use one of {} (with at most {MAX_SPLITS} \
          split-K slices through slots, {MAX_ATOMIC_SPLITS} atomically, {MAX_CLUSTER_SPLITS} in a \
-         cluster as its ring holds, none for the tiles whose consumers run in parts: 256tmh, \
-         256tmd, 256mh, 256md)",
+         cluster as its ring holds ({CLUSTER_SUM_SPLITS} for pairs along N: 128ptne/2c), none for \
+         the tiles whose consumers run in parts: 256tmh, 256tmd, 256mh, 256md)",
         names.join(", ")
     )))
 }
@@ -2484,7 +2539,8 @@ pub fn gemm_launch(
     // `l`: unsplit launches that store C by TMA (check_config refuses it with slices asked for;
     // the launch's own choice of slices leaves it off)
     args.ring_epi = (cfg.ring_epi && map_c.is_some() && splits == 1 && stream.is_none()) as i32;
-    // a tile's slices in one cluster: every unit a CTA of its own (no workspace)
+    // a tile's slices in one cluster: every unit a CTA (pairs along N: a pair) of its own (no
+    // workspace), the cluster the slices' CTAs
     let cluster_sum = splits > 1 && reduce == Reduce::Cluster;
     if cluster_sum {
         args.splits = splits as i32;
@@ -2518,14 +2574,14 @@ pub fn gemm_launch(
     };
     let grid = match stream {
         Some(_) => slots.max(1) as u32 * ctas,
-        None if cluster_sum => (ctiles * splits) as u32,
+        None if cluster_sum => (ctiles * splits) as u32 * ctas,
         None => (ctiles * splits).min(slots).max(1) as u32 * ctas,
     };
     let threads = cfg.threads();
     let cfg = LaunchConfig {
         smem_bytes: cfg.smem_bytes(),
         cluster: match cluster_sum {
-            true => Some((splits as u32, 1, 1)),
+            true => Some((splits as u32 * ctas, 1, 1)),
             false => (ctas > 1).then_some((ctas, 1, 1)),
         },
         ..LaunchConfig::simple((grid, 1, 1), threads)
@@ -2862,16 +2918,21 @@ mod tests {
                 .to_string();
             assert!(e.contains("in the ring (l)"), "{bad}: {e}");
         }
-        // ledger row 24's `256th` is compiled (one kernel); its pairs along N (`256tnh`) and
-        // `128ptne` lost and are not
+        // ledger row 24's `256th` is compiled (one kernel); its pairs along N (`256tnh`) lost
+        // and are not; `128ptne` is back for its cluster sum (row 240), `128ptne/2c` its kernel
         let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
         let compiled = |s: &str| {
             let c: Fp8Config = s.parse().unwrap();
             block.iter().filter(|x| x.same_kernel(&c)).count()
         };
         assert_eq!(
-            (compiled("256th"), compiled("256tnh"), compiled("128ptne")),
-            (1, 0, 0)
+            (
+                compiled("256th"),
+                compiled("256tnh"),
+                compiled("128ptne"),
+                compiled("128ptne/2c")
+            ),
+            (1, 0, 1, 1)
         );
         assert_eq!(SMALL_ROWS_ONE_TILE.to_string(), "256thl/1");
     }
@@ -3561,14 +3622,16 @@ mod tests {
         // 99 since row 91 dropped `192th`, 102 with row 92's `128pth`, 105 with row 120's
         // promoted `192md`, 102 since row 110 dropped `128pth`; 104 with row 171's lean
         // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`;
-        // 110 with row 202's whole-tile kernels, `64x128psu`, `64x192psu`, `256tquh`, bf16 C only)
-        assert!(v.len() <= 110, "{} variants", v.len());
+        // 110 with row 202's whole-tile kernels, `64x128psu`, `64x192psu`, `256tquh`, bf16 C only;
+        // 113 with row 240's `128ptne`)
+        assert!(v.len() <= 113, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
-        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 15
-        // kernels (16 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
-        // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110);
+        // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 16
+        // kernels (17 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
+        // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110;
+        // `128ptne` back, row 240);
         // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 15) * 3 + 3 * 2 * 3 + 2 + 3);
+        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 16) * 3 + 3 * 2 * 3 + 2 + 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);
@@ -4138,13 +4201,50 @@ mod tests {
         assert_eq!(pte.max_splits(), 3);
         let p = Fp8Problem::new(64, 2112, 7168, DType::Bf16, ScaleMode::Block);
         assert!(check_config(&p, c).is_ok() && check_config(&p, pte).is_ok());
-        for bad in ["64x128ps/8c", "128ptme/2c", "256tmh/2c", "128pte/3c"] {
+        // pairs along N (row 240): two slices, a cluster of 2 x 2; not pairs along M
+        let pne: Fp8Config = "128ptne/2c".parse().unwrap();
+        assert_eq!((pne.max_splits(), pne.reduction()), (2, Reduce::Cluster));
+        assert!(check_config(&p, pne).is_ok());
+        for bad in [
+            "64x128ps/8c",
+            "128ptme/2c",
+            "256tmh/2c",
+            "128pte/3c",
+            "128ptne/3c",
+            "128ptmne/2c",
+        ] {
             let c: Fp8Config = bad.parse().unwrap();
             let e = check_config(&p, c);
             assert!(e.is_err() == (bad != "128pte/3c"), "{bad}: {e:?}");
         }
         let e = check_config(&p, Fp8Config { stream: true, ..c }).unwrap_err();
         assert!(e.to_string().contains("cluster (c)"), "{e}");
+    }
+
+    #[test]
+    fn the_pairs_along_n_take_the_cluster_summed_128pte_only_where_asked() {
+        let dev = DeviceInfo::h100_sxm();
+        let mut taken = Vec::new();
+        for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
+            let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
+            let rule = choose_by(&p, &dev, Fp8Rule::Large);
+            assert_eq!(pairs_along_n(&p, rule, &dev, false), rule, "{p}");
+            let on = pairs_along_n(&p, rule, &dev, true);
+            if on != rule {
+                assert_eq!(
+                    (rule.to_string(), on.to_string()),
+                    ("128pte/2c".into(), "128ptne/2c".into())
+                );
+                taken.push((m, n, k));
+            }
+        }
+        // the one DeepSeek-V3 shape the rule runs as `128pte/2c` (ledger row 240)
+        assert_eq!(taken, [(128, 7168, 16384)]);
+        // an odd count of column tiles keeps the single CTAs
+        let odd = Fp8Problem::new(128, 7040, 16384, DType::Bf16, ScaleMode::Block);
+        let rule = choose_by(&odd, &dev, Fp8Rule::Large);
+        assert_eq!(rule.to_string(), "128pte/2c");
+        assert_eq!(pairs_along_n(&odd, rule, &dev, true), rule);
     }
 
     #[test]

@@ -1396,10 +1396,10 @@ fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 pub const SMALL_M_WHOLE: bool = true;
 
 /// Whether the large rule runs its cluster-summed `128pte/2c` as `128ptne/2c` where the column
-/// tiles pair up ([`pairs_along_n`]; ledger row 240). Off until the branch's quick suite has run
-/// to its end: on an H200 (2026-12-02, two rounds) `128ptne/2c` ran 128x7168x16384 at
-/// 1.000-1.013x cuBLASLt after 1 s of load against `128pte/2c`'s 0.940-0.960x in the same calls.
-pub const SMALL_ROWS_PAIRS_N: bool = false;
+/// tiles pair up ([`pairs_along_n`]; ledger row 240). On: on an H200 (2026-12-02, two rounds)
+/// `128ptne/2c` ran 128x7168x16384 at 1.000-1.013x cuBLASLt after 1 s of load against
+/// `128pte/2c`'s 0.940-0.960x in the same calls; of DeepSeek-V3's 18 shapes the only one it takes.
+pub const SMALL_ROWS_PAIRS_N: bool = true;
 
 /// `cfg` in pairs along N multicasting A (`128ptne/2c`) where `on`, `cfg` is the large rule's
 /// `128pte` summing [`CLUSTER_SUM_SPLITS`] slices in a cluster, its column tiles are even (no
@@ -2624,6 +2624,8 @@ mod tests {
     /// where the turns are tried at long K (ledger row 41), `128ote`.
     const LONG_128: &str = if SMALL_ROWS_TURNS_LONG {
         "128ote/2c"
+    } else if SMALL_ROWS_PAIRS_N {
+        "128ptne/2c"
     } else {
         "128pte/2c"
     };
@@ -3949,6 +3951,8 @@ mod tests {
                 let want = match k {
                     512 => SMALL_ROWS_LEAN,
                     _ if turns => SMALL_ROWS_TURNS,
+                    // in pairs along N where the cluster sum runs (ledger row 240)
+                    16384 if SMALL_ROWS_PAIRS_N => pte.paired_n(),
                     _ => pte,
                 };
                 assert!(
@@ -4224,15 +4228,23 @@ mod tests {
     #[test]
     fn the_pairs_along_n_take_the_cluster_summed_128pte_only_where_asked() {
         let dev = DeviceInfo::h100_sxm();
+        let single: Fp8Config = "128pte/2c".parse().unwrap();
         let mut taken = Vec::new();
         for (m, n, k) in crate::harness::fp8_bench::deepseek_shapes() {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let rule = choose_by(&p, &dev, Fp8Rule::Large);
-            assert_eq!(pairs_along_n(&p, rule, &dev, false), rule, "{p}");
-            let on = pairs_along_n(&p, rule, &dev, true);
-            if on != rule {
+            // the rule's pick before the pairs: `128pte/2c` where it became the pair
+            let before = if rule == single.paired_n() {
+                single
+            } else {
+                rule
+            };
+            assert_eq!(pairs_along_n(&p, before, &dev, false), before, "{p}");
+            let on = pairs_along_n(&p, before, &dev, true);
+            assert_eq!(rule, if SMALL_ROWS_PAIRS_N { on } else { before }, "{p}");
+            if on != before {
                 assert_eq!(
-                    (rule.to_string(), on.to_string()),
+                    (before.to_string(), on.to_string()),
                     ("128pte/2c".into(), "128ptne/2c".into())
                 );
                 taken.push((m, n, k));

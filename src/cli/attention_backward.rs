@@ -426,7 +426,9 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         unreachable!("sample_interleaved returns one set of times a launch")
     };
     let packed = TimeSummary::of(packed_ms);
-    let dt = kernel_row(kernel.name(), &dense, dense.flops(), dense_ms);
+    let dense_label = dense.label();
+    let dense_flops = dense.flops();
+    let dt = kernel_row(kernel.name(), dense, dense_flops, dense_ms);
     let (median, min) = (packed.median_ms, packed.min_ms);
     let tflops = packed.rate(varlen_backward_flops(&p), 1e12);
     let (dt_tflops, ratio) = (dt.number("tflops"), tflops / dt.number("tflops"));
@@ -451,7 +453,7 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     );
     let rows = [
         ("bwd_fa3_lookahead packed".to_string(), median, min, tflops),
-        timed(format!("{} dense {}", kernel.name(), dense.label()), &dt),
+        timed(format!("{} dense {}", kernel.name(), dense_label), &dt),
     ];
     print!("{}", calls_table(&rows, dt_tflops));
     Ok(ExitCode::SUCCESS)

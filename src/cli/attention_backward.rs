@@ -24,7 +24,9 @@ use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
 use kiln::harness::verify::{fresh_seed, or_failed};
 use kiln::ops::attention_backward::bwd_fa3_d256_ordered::{BwdFa3D256Ordered, TRACE_WORDS};
-use kiln::ops::attention_backward::varlen::{launch_varlen, supports_varlen, VARLEN_VERSION};
+use kiln::ops::attention_backward::varlen::{
+    dense_view, launch_varlen, supports_varlen, VARLEN_VERSION,
+};
 use kiln::ops::attention_backward::{AttentionBackwardKernel, BackwardProblem};
 use kiln::report::Table;
 use kiln::store::rows;
@@ -398,12 +400,18 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         kernel: VARLEN_VERSION.into(),
         reason,
     })?;
+    // The same work in one dense backward: what the packed call is measured against. Both
+    // problems' buffers are held at once (their launches interleave), said before allocating.
+    let dense = BackwardProblem::new(dense_equivalent(&p), false);
+    let packed_bytes = BackwardProblem::new(dense_view(&p.shape()), false).device_bytes();
+    ctx.ensure_fits(
+        &format!("{} and its dense reference", varlen_backward_label(&p)),
+        packed_bytes + dense.device_bytes() + kiln::harness::memory::flusher_bytes(&ctx.info),
+    )?;
     let run = Bench::new(&ctx, &a.options(env))?;
     let [q, k, v, d_o] = &random_inputs(&p, seed);
     let bufs = VarlenBackwardBuffers::new(&ctx, &p, [q, k, v, d_o])?;
     let (ops, shape) = (bufs.operands(0), p.shape());
-    // The same work in one dense backward: what the packed call is measured against.
-    let dense = BackwardProblem::new(dense_equivalent(&p), false);
     let r = &env.registry;
     let kernel = r.select_attention_backward(&dense, &ctx.info, None)?;
     let forward = r.select_attention(&dense.attn, &ctx.info, None)?;

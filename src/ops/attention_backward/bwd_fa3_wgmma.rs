@@ -558,8 +558,8 @@ pub fn launch_main(
         (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);
         args.m_blocks = g.m_blocks as i32;
     }
-    let fused = packed.is_some_and(|g| g.dq_fused);
-    if let Some(g) = packed.filter(|g| g.dq_fused) {
+    let fused = packed.filter(|g| g.dq_fused);
+    if let Some(g) = fused {
         args.dq_sem = super::dq_fused::counters(ctx, a, g.seqs)?;
     }
     // KILN_BWD_LPT: causal blocks longest walk first, a chunk of heads at a time
@@ -665,8 +665,8 @@ pub fn launch_main(
     // or adds to the accumulator: it may start while the preprocess runs)
     // (`KILN_BWD_DQ_FUSED`: the preprocess zeroes the main kernel's counters; no postprocess)
     unsafe {
-        if fused {
-            super::dq_fused::launch_pre(ctx, &args, packed.map_or(1, |g| g.seqs))?;
+        if let Some(g) = fused {
+            super::dq_fused::launch_pre(ctx, &args, g.seqs)?;
         } else {
             bwd_prep::launch_pre(ctx, &mut args)?;
         }
@@ -675,7 +675,7 @@ pub fn launch_main(
         } else {
             main.launch(ctx.stream, &cfg, &mut params)?;
         }
-        if !fused {
+        if fused.is_none() {
             bwd_prep::launch_post(ctx, &mut args)?;
         }
         Ok(())

@@ -674,6 +674,17 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.fp8.group_m.map(|g| g.to_string()),
     },
     Knob {
+        name: "KILN_FP8_ISSUE",
+        takes: || {
+            "a whole number from 1 to 4 (an experiment: the FP8 GEMM's producer waits for that \
+             many free ring stages and loads them back to back)"
+                .into()
+        },
+        default: "1",
+        set: |o, v| put(&mut o.fp8.issue, opt(v, |v| number(v, 1, 4))),
+        show: |o| o.fp8.issue.map(|g| g.to_string()),
+    },
+    Knob {
         name: "KILN_FP8_PDL",
         takes: || {
             "0, 1 or 2 (the dense FP8 GEMM launched plainly, as the programmatic dependent of the \
@@ -697,6 +708,17 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "measured",
         set: |o, v| put(&mut o.fp8.rule, or(v, Fp8Rule::Large, Fp8Rule::parse)),
         show: |o| unless(o.fp8.rule, Fp8Rule::Large, |r| r.name().to_string()),
+    },
+    Knob {
+        name: "KILN_FP8_STAGES",
+        takes: || {
+            "a whole number from 1 to 12 (an experiment: the FP8 GEMM's ring shortened to that \
+             many stages, at most its config's)"
+                .into()
+        },
+        default: "the config's",
+        set: |o, v| put(&mut o.fp8.stages, opt(v, |v| number(v, 1, 12))),
+        show: |o| o.fp8.stages.map(|g| g.to_string()),
     },
     Knob {
         name: "KILN_MOE_GATHER",

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::formats::Fp8Format;
 use crate::jit::KernelSpec;
 use crate::ops::gemm::DType;
+use crate::overrides::Fp8Overrides;
 
 /// The version's name (its device file's stem).
 pub const NAME: &str = "fp8_wgmma";
@@ -1010,26 +1011,28 @@ pub fn configs(
 
 /// The specialisation for `p` with `cfg`.
 pub fn spec(arch: &str, p: &Fp8Problem, cfg: Fp8Config) -> KernelSpec {
-    spec_ordered(arch, p, cfg, None)
+    spec_ordered(arch, p, cfg, &Fp8Overrides::NONE)
 }
 
-/// [`spec`] in the tile order of `group_m` rows of cluster tiles a column sweep
-/// (`KILN_FP8_GROUP_M`), else [`GROUP_M`].
-pub fn spec_ordered(
-    arch: &str,
-    p: &Fp8Problem,
-    cfg: Fp8Config,
-    group_m: Option<u32>,
-) -> KernelSpec {
+/// [`spec`] under the FP8 experiment knobs of `o`: the tile order of `group_m` rows of cluster
+/// tiles a column sweep (`KILN_FP8_GROUP_M`), else [`GROUP_M`]; a ring of `stages` where fewer
+/// than the config's (`KILN_FP8_STAGES`: the shared memory stays the config's); the producer
+/// loading `issue` free stages back to back where more than one (`KILN_FP8_ISSUE`: `KILN_ISSUE`,
+/// a define only then). Unset, the compiled variant's spec.
+pub fn spec_ordered(arch: &str, p: &Fp8Problem, cfg: Fp8Config, o: &Fp8Overrides) -> KernelSpec {
     let mut spec = spec_of(arch, p.a, p.b, p.scale, p.promote, cfg, p.out);
-    if let Some(g) = group_m {
-        for (name, value) in spec.defines.iter_mut() {
-            if name == "KILN_GROUP_M" {
-                *value = g.to_string();
-            }
+    let stages = o.stages.map_or(cfg.stages(), |s| s.min(cfg.stages()));
+    for (name, value) in spec.defines.iter_mut() {
+        match (name.as_str(), o.group_m) {
+            ("KILN_GROUP_M", Some(g)) => *value = g.to_string(),
+            ("KILN_STAGES", _) => *value = stages.to_string(),
+            _ => {}
         }
     }
-    spec
+    match o.issue {
+        Some(g) if g > 1 => spec.define("KILN_ISSUE", g.min(stages)),
+        _ => spec,
+    }
 }
 
 fn spec_of(
@@ -2517,12 +2520,14 @@ pub fn gemm_launch(
             "{p} has {t} tiles of {bm}x{bn}, over 2^31 - 1"
         )));
     }
-    let f = ctx.function(&spec_ordered(
-        &ctx.arch(),
-        p,
-        cfg,
-        ctx.overrides.fp8.group_m,
-    ))?;
+    // (KILN_FP8_STAGES: the cluster sum writes the peers' partials into the ring the config
+    // sized, which a shorter ring no longer spans)
+    if ctx.overrides.fp8.stages.is_some() && cfg.reduction() == Reduce::Cluster && splits > 1 {
+        return Err(Error::invalid(format!(
+            "KILN_FP8_STAGES does not apply to {cfg}: its slices are summed in the ring"
+        )));
+    }
+    let f = ctx.function(&spec_ordered(&ctx.arch(), p, cfg, &ctx.overrides.fp8))?;
     // one cluster per SM pair that can hold one (GPC boundaries may leave SMs unpaired)
     let ctas = cfg.ctas();
     let slots = ctx.max_active_clusters(&f, ctas, cfg.threads(), cfg.smem_bytes()) as u64;
@@ -3059,14 +3064,76 @@ mod tests {
                 .collect();
             g.join(",")
         };
-        assert_eq!(spec_ordered("sm_90a", &p, c, None), spec("sm_90a", &p, c));
+        let knobs = |group_m, issue, stages| Fp8Overrides {
+            group_m,
+            issue,
+            stages,
+            ..Fp8Overrides::NONE
+        };
         assert_eq!(
-            spec_ordered("sm_90a", &p, c, Some(GROUP_M)),
+            spec_ordered("sm_90a", &p, c, &Fp8Overrides::NONE),
             spec("sm_90a", &p, c)
         );
-        let g24 = spec_ordered("sm_90a", &p, c, Some(24));
+        assert_eq!(
+            spec_ordered("sm_90a", &p, c, &knobs(Some(GROUP_M), Some(1), Some(12))),
+            spec("sm_90a", &p, c)
+        );
+        let g24 = spec_ordered("sm_90a", &p, c, &knobs(Some(24), None, None));
         assert_eq!(group(&g24), "24");
         assert_eq!(g24.defines.len(), spec("sm_90a", &p, c).defines.len());
+    }
+
+    #[test]
+    fn the_issue_and_stages_knobs_change_only_their_defines() {
+        // KILN_FP8_ISSUE and KILN_FP8_STAGES (ledger row 241): the producer's groups of stages a
+        // define only past one (every compiled variant's cubin as before), at most the ring's
+        // stages; the ring shortened, never lengthened past the config's shared memory
+        let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
+        let c = SMALL_ROWS_ONE_TILE;
+        let def = |s: &KernelSpec, name: &str| {
+            let g: Vec<&str> = s
+                .defines
+                .iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            g.join(",")
+        };
+        let o = |issue, stages| Fp8Overrides {
+            issue,
+            stages,
+            ..Fp8Overrides::NONE
+        };
+        assert_eq!(c.stages(), 4);
+        let s = spec_ordered("sm_90a", &p, c, &o(Some(1), None));
+        assert_eq!((def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")), ("".into(), "4".into()));
+        let s = spec_ordered("sm_90a", &p, c, &o(Some(2), None));
+        assert_eq!((def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")), ("2".into(), "4".into()));
+        let s = spec_ordered("sm_90a", &p, c, &o(Some(4), Some(3)));
+        assert_eq!((def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")), ("3".into(), "3".into()));
+        let s = spec_ordered("sm_90a", &p, c, &o(None, Some(9)));
+        assert_eq!(def(&s, "KILN_STAGES"), "4");
+        assert_eq!(s, spec("sm_90a", &p, c));
+    }
+
+    #[test]
+    fn the_issue_and_stages_knobs_compile_without_spills() {
+        if !crate::jit::testing::nvrtc_here() {
+            return;
+        }
+        let jit = Jit::default();
+        let dev = DeviceInfo::h100_sxm();
+        let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
+        let o = Fp8Overrides {
+            issue: Some(2),
+            stages: Some(3),
+            ..Fp8Overrides::NONE
+        };
+        for c in [SMALL_ROWS_ONE_TILE, "128pte".parse().unwrap()] {
+            let s = spec_ordered("sm_90a", &p, c, &o);
+            let compiled = jit.compile(&s).expect("compiles");
+            assert!(judge(&s, &compiled.resources, &dev).is_empty(), "{}", s.label());
+        }
     }
 
     #[test]

@@ -3106,11 +3106,20 @@ mod tests {
         };
         assert_eq!(c.stages(), 4);
         let s = spec_ordered("sm_90a", &p, c, &o(Some(1), None));
-        assert_eq!((def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")), ("".into(), "4".into()));
+        assert_eq!(
+            (def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")),
+            ("".into(), "4".into())
+        );
         let s = spec_ordered("sm_90a", &p, c, &o(Some(2), None));
-        assert_eq!((def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")), ("2".into(), "4".into()));
+        assert_eq!(
+            (def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")),
+            ("2".into(), "4".into())
+        );
         let s = spec_ordered("sm_90a", &p, c, &o(Some(4), Some(3)));
-        assert_eq!((def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")), ("3".into(), "3".into()));
+        assert_eq!(
+            (def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")),
+            ("3".into(), "3".into())
+        );
         let s = spec_ordered("sm_90a", &p, c, &o(None, Some(9)));
         assert_eq!(def(&s, "KILN_STAGES"), "4");
         assert_eq!(s, spec("sm_90a", &p, c));
@@ -3132,7 +3141,11 @@ mod tests {
         for c in [SMALL_ROWS_ONE_TILE, "128pte".parse().unwrap()] {
             let s = spec_ordered("sm_90a", &p, c, &o);
             let compiled = jit.compile(&s).expect("compiles");
-            assert!(judge(&s, &compiled.resources, &dev).is_empty(), "{}", s.label());
+            assert!(
+                judge(&s, &compiled.resources, &dev).is_empty(),
+                "{}",
+                s.label()
+            );
         }
     }
 

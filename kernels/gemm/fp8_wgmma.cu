@@ -121,16 +121,6 @@
 // warp, PDL's early weights, and (with KILN_TMAE) the register epilogue: the host runs the
 // config without `z` where one of them would be needed (M > BM, another K, scales or C that
 // bulk copies or TMA cannot address).
-// KILN_ARING = NA (the `v` of a config; 2026-12-02, ledger row 245; with KILN_WHOLE, single CTAs,
-// M <= BM): A apart from B, in a ring of its own of NA slots beside a ring of B alone, so that
-// the shared memory the 48 KB stage of the 128 x 256 tile spent a third of on A (an L2 hit, the
-// same box in every CTA) holds B one stage deeper (5 stages of 32 KB and 2 slots of A, against 4
-// of 48 KB): each B row's neighbouring K blocks asked of the DRAM 5 deep (cuBLASLt's kernel at
-// 128x24576x1536 has 6, kiln's 64 x 192 tile at M = 64 7: the deeper, the faster B streams).
-// Every unit of a CTA has the same rows (tile row 0), so A's sequence is K block i % kblocks for
-// ring iteration i, in slot i % NA, on its own full barrier; the producer loads A(i) once the
-// consumers have released iteration i - NA (the release of B's stage it waits for anyway: the
-// two rings freed by one barrier), A first, so A leads by NA - 1 iterations and B by STAGES.
 // KILN_WHOLE = 1 (the `u` of a config; 2026-12-01, ledger row 202): whole tiles only, the code
 // cut of KILN_ARES without A resident, for the small-M tiles a launch runs unsplit (one tile a
 // CTA: `64x128psu/1`, `64x192psu/1`, `256tquhl/1`): split-K and stream-K units and their sums,
@@ -183,9 +173,6 @@
 #ifndef KILN_ISSUE
 #define KILN_ISSUE 1
 #endif
-#ifndef KILN_ARING
-#define KILN_ARING 0
-#endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
@@ -216,8 +203,6 @@ constexpr int KA = ARES ? 4 : 0;            // its K blocks (K <= 512)
 constexpr bool WHOLE = ARES || KILN_WHOLE != 0;  // whole tiles only, no slices or stream-K (above)
 constexpr bool PINGPONG = KILN_PINGPONG != 0;  // the consumers take whole tiles in turn (above)
 constexpr int ISSUE = KILN_ISSUE;           // stages the producer loads back to back (above)
-constexpr int ARING = KILN_ARING;           // A's own ring's slots (0: A in the stage; above)
-constexpr bool A_APART = ARING > 0;
 static_assert(ISSUE >= 1 && ISSUE <= KILN_STAGES, "KILN_ISSUE is 1 to the ring's stages");
 static_assert(!(ARES && PINGPONG), "the lean short-K form (KILN_ARES) and the ping-pong consumers (KILN_PINGPONG) are separate configs");
 // KILN_BM = 192 (`192x192md`, 2026-11-30): three consumer warpgroups of 64 rows each (cuBLASLt's
@@ -263,11 +248,9 @@ constexpr int GCD_BN_128 = (BN & -BN) < 128 ? (BN & -BN) : 128;
 constexpr int B_SPAN = (BN - GCD_BN_128 + 127) / 128 + 1;
 // KILN_ARES: a stage is B alone, A's KA blocks resident before the ring (ARES_BYTES) and their
 // scales (SA_RES_BYTES, [kb][BM]) after the staging
-// (KILN_ARING: a stage is B alone as well, A's ARING slots before the ring)
-constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = ARES || A_APART ? B_BYTES : A_BYTES + B_BYTES;
-constexpr u32 B_OFF = ARES || A_APART ? 0 : A_BYTES;  // B's place in a stage
-constexpr u32 ARES_BYTES = (ARES ? KA : ARING) * A_BYTES, SA_RES_BYTES = KA * BM * 4;
-constexpr int A_BARS = ARES ? KA : ARING;  // a_full barriers: A's resident blocks, or its slots
+constexpr u32 A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE_BYTES = ARES ? B_BYTES : A_BYTES + B_BYTES;
+constexpr u32 B_OFF = ARES ? 0 : A_BYTES;  // B's place in a stage
+constexpr u32 ARES_BYTES = KA * A_BYTES, SA_RES_BYTES = KA * BM * 4;
 // A stage's scale slot (KILN_SSCALE): the BM A scales, then the tile's B scales (up to three),
 // padded to 16; to 128 with KILN_SSCALE = 2, whose TMA writes the A scales at the slot's start;
 // KILN_ARES: the B blocks' 16-byte runs alone (SB_OFF: where they start).
@@ -342,14 +325,10 @@ static_assert(SCALE >= 0 && SCALE <= 2, "KILN_SCALE is 0 (tensor), 1 (row) or 2 
 static_assert(SCALE != 2 || PROMOTE, "block scales apply per K block: they need KILN_PROMOTE = 1");
 static_assert(WN % 8 == 0 && WN >= 8 && WN <= 256, "a consumer's width is a multiple of 8 in 8..256");
 static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-static_assert(KILN_SMEM >= 1024 + ARES_BYTES + STAGES * (STAGE_BYTES + 16 + SLOT_BYTES) + C_BYTES + SA_RES_BYTES + 8 * A_BARS,
+static_assert(KILN_SMEM >= 1024 + ARES_BYTES + STAGES * (STAGE_BYTES + 16 + SLOT_BYTES) + C_BYTES + SA_RES_BYTES + 8 * KA,
               "KILN_SMEM (declared by the host) is smaller than the ring of stages needs");
 static_assert(!ARES || (SCALE == 2 && SSCALE && PROMOTE && CLUSTER == 1 && PARTS == 1 && !ARS && !DEFER && NCONS == 2),
               "KILN_ARES is the block-scaled, promoted single-CTA tile in one part with the scales in shared memory");
-// (drained consumers only: a pipelined one holds two iterations' A, which two slots leave no lead)
-static_assert(!A_APART || (KILN_WHOLE != 0 && !ARES && CLUSTER == 1 && SCALE == 2 && SSCALE && PROMOTE && !PIPE &&
-                           !ARS && !PINGPONG && NCONS == 2 && ARING >= 2 && ARING < STAGES),
-              "KILN_ARING is the drained block-scaled whole-tile kernel in single CTAs, 2 to STAGES - 1 A slots");
 static_assert(!SB_BULK || SB_OFF + 16 * B_SPAN <= SLOT_BYTES, "Fp8Args.tma_sa = 3: a 16-byte run per B block past the A scales");
 static_assert(SCALE != 2 || B_SPAN <= 2 || (B_SPAN == 3 && SSCALE && !SPLIT_N),
               "a block-scaled tile spans at most two B scale blocks, or three in 128-row tiles with KILN_SSCALE");
@@ -448,8 +427,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const u32 bars = slots + SLOT_BYTES * STAGES;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
-  // KILN_ARES: A block kb landed; KILN_ARING: A's slot kb filled
-  auto a_full = [&](int kb) { return bars + 8u * (2 * STAGES + kb); };
+  auto a_full = [&](int kb) { return bars + 8u * (2 * STAGES + kb); };  // KILN_ARES: A block kb landed
   auto slot = [&](int s) { return slots + SLOT_BYTES * s; };
   const int wg = warpgroup_index();
   if (threadIdx.x == 0) {
@@ -465,7 +443,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       // (ping-pong: only the consumer whose tile the stage holds)
       mbar_init(empty(s), 4 * (PINGPONG ? 1 : NCONS) * (CM + CN - 1));
     }
-    for (int kb = 0; kb < A_BARS; ++kb) mbar_init(a_full(kb), 1);
+    for (int kb = 0; kb < KA; ++kb) mbar_init(a_full(kb), 1);
     mbar_fence_init();
     if (p.pdl & 1) launch_dependents();
   }
@@ -537,7 +515,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       const bool sa_by_tma = !ARES && A_SCALE_TMA && p.tma_sa == 1, sa_by_bulk = !ARES && SA_BULK && p.tma_sa >= 2;
       const bool sb_by_bulk = ARES || (SB_BULK && p.tma_sa == 3);
       const int nblocks_b = (p.n + 127) / 128;
-      const u32 box_tx = (ARES || A_APART ? 0u : (u32)p.a_rows * BK) + B_BYTES + (sa_by_tma ? BM * 4 : 0);
+      const u32 box_tx = (ARES ? 0u : (u32)p.a_rows * BK) + B_BYTES + (sa_by_tma ? BM * 4 : 0);
       // the bulk copies' bytes of a unit: the tile's rows within M, its B blocks within N
       auto scale_bytes = [&](int tm, int tn) {
         return (sa_by_bulk ? 4u * (u32)min(BM, p.m - tm * BM) : 0u) +
@@ -581,19 +559,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         }
       }
       if (p.pdl & 1) grid_dependency_wait();
-      // KILN_ARING: A block ia of the CTA's sequence (K block ia % kblocks of tile row 0) into
-      // slot ia % ARING; the first ARING at once (fresh slots), ahead of B's first stage
-      u32 ia = 0;
-      const u32 a_total = A_APART && u_first < u_end ? (u32)((u_end - 1 - u_first) / stride + 1) * (u32)kblocks : 0u;
-      auto load_a_slot = [&]() {
-        const int sl = (int)(ia % (u32)(ARING > 0 ? ARING : 1));
-        mbar_arrive_expect_tx(a_full(sl), (u32)p.a_rows * BK);
-        tma_load_2d(base + sl * A_BYTES, &tma_a, a_full(sl), (int)(ia % (u32)kblocks) * BK, 0);
-        ++ia;
-      };
-      if constexpr (A_APART) {
-        while (ia < a_total && ia < (u32)ARING) load_a_slot();
-      }
       for (int u = u_first; u < u_end; u = u_next(u)) {
         int t, tm, tn, kb0, kb1, sp, ns;
         unit(u, t, tm, tn, kb0, kb1, sp, ns);
@@ -621,16 +586,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           // fresh barriers: parity 1 passes; in a cluster, free once the consumers of every CTA
           // this one multicasts into (its peers along M and N) have read the stage
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-          // KILN_ARING: the consumers have released iteration it - STAGES, so A's slots of the
-          // iterations up to it - STAGES + ARING are free: A ia once ia - ARING <= it - STAGES
-          if constexpr (A_APART) {
-            while (ia < a_total && ia + (u32)(STAGES - ARING) <= it) load_a_slot();
-          }
           mbar_arrive_expect_tx(full(s), box_tx + scale_bytes(tm, tn));  // whole A and B tiles land, every part
           if constexpr (CN > 1)
             tma_load_2d_multicast(sa + rn * A_PART * 128, &tma_a, full(s), kb * BK, tm * BM + rn * A_PART,
                                   a_peers);
-          else if constexpr (!ARES && !A_APART)
+          else if constexpr (!ARES)
             tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
           if constexpr (CM > 1)
             tma_load_2d_multicast(sa + A_BYTES + rm * B_PART * 128, &tma_b, full(s), kb * BK,
@@ -638,16 +598,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           else
             tma_load_2d(sa + B_OFF, &tma_b, full(s), kb * BK, tn * BN);
           load_slot(s, kb, tm, tn);
-        }
-      }
-      // KILN_ARING: the last ring iterations' A, each once the consumers have released the
-      // iteration ARING before it (the phase of that iteration's release: no later one can have
-      // completed, the consumers wait for this A first)
-      if constexpr (A_APART) {
-        while (ia < a_total) {
-          const u32 j = ia - (u32)ARING;
-          mbar_wait(empty((int)(j % STAGES)), (j / STAGES) & 1);
-          load_a_slot();
         }
       }
     } else if (SSCALE && !ARES && threadIdx.x / 32 == 1 && !(SB_BULK && p.tma_sa == 3)) {
@@ -832,8 +782,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       if (h == 0) mbar_wait(full(s), (i / STAGES) & 1);
       // KILN_ARES: A's block kb resident (landed once: parity 0 passes from then on)
       if (ARES && h == 0) mbar_wait(a_full(kb), 0);
-      // KILN_ARING: A's slot for iteration i (filled once a lap of the slots)
-      if (A_APART && h == 0) mbar_wait(a_full((int)(i % (u32)(ARING > 0 ? ARING : 1))), (i / (u32)(ARING > 0 ? ARING : 1)) & 1);
       BlockScales sc{0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
       if (SSCALE && h == 0) {
         const u32 sl = slot(s);
@@ -865,13 +813,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         if constexpr (ARS)
           wgmma_m64k32_fp8_rs<FA, FB, HN>(a, afr[kk], db, (kk > 0 || !fresh) ? 1 : 0);
         else
-          wgmma_m64k32_fp8<FA, FB, HN>(
-              a,
-              wgmma_desc_add(da0, (ARES      ? kb * A_BYTES
-                                   : A_APART ? (i % (u32)(ARING > 0 ? ARING : 1)) * A_BYTES
-                                             : s * STAGE_BYTES) +
-                                      kk * 32),
-              db, (kk > 0 || !fresh) ? 1 : 0);
+          wgmma_m64k32_fp8<FA, FB, HN>(a, wgmma_desc_add(da0, (ARES ? kb * A_BYTES : s * STAGE_BYTES) + kk * 32), db,
+                                       (kk > 0 || !fresh) ? 1 : 0);
         // (ping-pong: the tile's second 64 rows, 8 KB further in the stage's A)
         if constexpr (PINGPONG)
           wgmma_m64k32_fp8<FA, FB, HN>(acc_hi, wgmma_desc_add(da0, s * STAGE_BYTES + 64 * 128 + kk * 32), db,

@@ -94,12 +94,12 @@ pub struct Fp8ProblemArgs {
     pub unpromoted: bool,
     /// kiln's tile config, repeatable (bench: each timed in turn with the others and cuBLASLt,
     /// launch by launch; verify: each checked, `all` for every compiled one):
-    /// `[64x]WIDTH[p|o][r][s|t][b|q][z|u][v][m][n][g][e|h|d][l][/S][a|w|c]` (128, 160, 128p for the pipelined promotion,
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][z|u][m][n][g][e|h|d][l][/S][a|w|c]` (128, 160, 128p for the pipelined promotion,
     /// r for A's fragments from registers (256prtmh: lost, not compiled now),
     /// s for the block scales through shared memory, 176se and C through the TMA-store
     /// epilogue (h: one staging buffer a consumer, a stage more: 256tmh; d: deferred under the
     /// next tile's K blocks, unpromoted tensor scales: 256md), 128te and the A scales by TMA
-    /// (128otbe: by one bulk copy, no map; 128otqe: both scales by bulk copies, no copier warp; 128ptqze: the lean short-K form, A's 4 K blocks resident and a ring of B alone, where M <= the tile's rows and K is 385..512; 64x128psu/1: whole tiles only, split-K and stream-K compiled out; 256tquvhl/1: with A in a ring of its own, B a stage deeper), 128ote the consumers taking turns to issue K
+    /// (128otbe: by one bulk copy, no map; 128otqe: both scales by bulk copies, no copier warp; 128ptqze: the lean short-K form, A's 4 K blocks resident and a ring of B alone, where M <= the tile's rows and K is 385..512; 64x128psu/1: whole tiles only, split-K and stream-K compiled out), 128ote the consumers taking turns to issue K
     /// blocks, m for pairs of CTAs along M multicasting B (128ptme), n along N multicasting A,
     /// g for the consumers taking whole tiles in turn (192mgh, unpromoted tensor scales),
     /// l for a CTA's last tile staged in the ring (256thl),

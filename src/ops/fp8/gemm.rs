@@ -29,10 +29,6 @@ pub const GROUP_M: u32 = 8;
 const SMEM_BUDGET: u32 = 232_448;
 /// K blocks the lean short-K form (`z`, `KILN_ARES`) keeps resident: K of 385 to 512.
 pub const LEAN_KBLOCKS: u32 = 4;
-/// A's slots in a ring of its own (`v`, `KILN_ARING`): two, so that the 128 x 256 tile's B ring
-/// holds five stages of 32 KB beside them and one staging buffer a consumer (217,000 bytes); A
-/// (an L2 hit) leads its use by one iteration of the drained consumers.
-pub const A_RING_SLOTS: u32 = 2;
 
 /// How the split-K slices of a tile combine (`Fp8Args.reduce`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -105,13 +101,6 @@ pub struct Fp8Config {
     /// picks where [`SMALL_M_WHOLE`], `256tquhl` by name.
     #[serde(default)]
     pub whole: bool,
-    /// With `whole`: A apart from B (`v`, `KILN_ARING`; 2026-12-02, ledger row 245): A in a ring
-    /// of its own of [`A_RING_SLOTS`] slots beside a ring of B alone, so that the shared memory
-    /// the stage spent on A (the same box in every CTA at M <= the tile's rows) holds B a stage
-    /// deeper (`256tquvhl/1`: 5 stages of 32 KB against 4 of 48). Drained single-CTA tiles,
-    /// by name; where M is past the tile's rows the launch runs the config without it.
-    #[serde(default)]
-    pub a_apart: bool,
     /// CTAs along M sharing each B tile (`m`).
     #[serde(default = "one_cta")]
     pub cluster: u32,
@@ -187,7 +176,6 @@ impl Fp8Config {
             sb_bulk: false,
             a_resident: false,
             whole: false,
-            a_apart: false,
             cluster: 1,
             cluster_n: 1,
             tma_epi: false,
@@ -303,26 +291,6 @@ impl Fp8Config {
         Fp8Config {
             whole: true,
             ..self
-        }
-    }
-
-    /// The same whole-tile config (`u`) with A in a ring of its own (`v`).
-    pub const fn a_ring(self) -> Self {
-        Fp8Config {
-            a_apart: true,
-            ..self
-        }
-    }
-
-    /// What runs `p` for this config: without `v` where M is past the tile's rows (every tile
-    /// of a CTA then has the same A rows no more).
-    pub fn a_apart_for(self, p: &Fp8Problem) -> Self {
-        match self.a_apart && p.m > self.bm as usize {
-            true => Fp8Config {
-                a_apart: false,
-                ..self
-            },
-            false => self,
         }
     }
 
@@ -443,8 +411,8 @@ impl Fp8Config {
             other.tma_epi,
             other.one_buffer,
             other.deferred,
-        ) && (self.a_resident, self.whole, self.a_apart, self.pingpong)
-            == (other.a_resident, other.whole, other.a_apart, other.pingpong)
+        ) && (self.a_resident, self.whole, self.pingpong)
+            == (other.a_resident, other.whole, other.pingpong)
     }
 
     /// A config of the 2026-11-29 family (the small-M tile, the scales in shared memory, the
@@ -542,9 +510,9 @@ impl Fp8Config {
         }
     }
 
-    /// Bytes of A and B one stage holds (the lean form's, `z`, and `v`'s: B alone).
+    /// Bytes of A and B one stage holds (the lean form's, `z`: B alone).
     pub const fn stage_bytes(&self) -> u32 {
-        if self.a_resident || self.a_apart {
+        if self.a_resident {
             self.bn * BK
         } else {
             (self.bm + self.bn) * BK
@@ -552,12 +520,10 @@ impl Fp8Config {
     }
 
     /// Bytes the lean form (`z`) keeps beside the ring: A's K blocks, their scales and one
-    /// mbarrier each; `v` its A slots and one mbarrier each; 0 for the others.
+    /// mbarrier each; 0 for the others.
     pub const fn resident_bytes(&self) -> u32 {
         if self.a_resident {
             LEAN_KBLOCKS * (self.bm * BK + self.bm * 4 + 8)
-        } else if self.a_apart {
-            A_RING_SLOTS * (self.bm * BK + 8)
         } else {
             0
         }
@@ -723,7 +689,7 @@ impl std::fmt::Display for Fp8Config {
         }
         write!(
             f,
-            "{}{}{}{}{}{}{}{}{}{}{}{}{}",
+            "{}{}{}{}{}{}{}{}{}{}{}{}",
             self.bn,
             if self.pipe { "p" } else { "" },
             if self.order { "o" } else { "" },
@@ -740,7 +706,6 @@ impl std::fmt::Display for Fp8Config {
             },
             if self.a_resident { "z" } else { "" },
             if self.whole { "u" } else { "" },
-            if self.a_apart { "v" } else { "" },
             if self.cluster > 1 { "m" } else { "" },
             if self.cluster_n > 1 { "n" } else { "" },
             if self.pingpong { "g" } else { "" },
@@ -770,7 +735,7 @@ impl std::fmt::Display for Fp8Config {
 
 impl std::str::FromStr for Fp8Config {
     type Err = Error;
-    /// `[64x]WIDTH[p|o][r][s|t][b|q][z|u][v][m][n][g][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
+    /// `[64x]WIDTH[p|o][r][s|t][b|q][z|u][m][n][g][e|h|d][l][/S][a|w|c]`: `128`, `160`, `128p` (pipelined promotion),
     /// `128ps` (and block scales through shared memory), `128te` (the A scales of those by TMA,
     /// C through the TMA-store epilogue), `128ote` (the drained promotion with the consumers
     /// taking turns), `160sm` (in pairs of CTAs along M multicasting B), `128ptne` (pairs along
@@ -784,12 +749,12 @@ impl std::str::FromStr for Fp8Config {
     fn from_str(s: &str) -> Result<Self> {
         let bad = || {
             Error::invalid(format!(
-                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][z|u][v][m][n][g][e|h|d][l][/S][a|w|c]: \
+                "`{s}` is not an FP8 tile config; write [64x]WIDTH[p|o][r][s|t][b|q][z|u][m][n][g][e|h|d][l][/S][a|w|c]: \
                  a width such as 128, p for the pipelined promotion, o for the consumers taking \
                  turns, r for A from registers, s for block scales through shared memory (t: the \
                  A scales by TMA; b: by one bulk copy; q: both scales by bulk copies; z after q: \
                  A resident, the lean short-K form, 128ptqze; u: whole tiles only, split-K and \
-                 stream-K compiled out, 64x128psu/1; v after u: A in a ring of its own, 256tquvhl/1), m for \
+                 stream-K compiled out, 64x128psu/1), m for \
                  pairs of CTAs along M multicasting B, n along N multicasting A, g for the \
                  consumers taking whole tiles in turn (192mgh), e for the \
                  TMA-store epilogue (h: with one staging buffer a consumer; d: deferred under the \
@@ -842,10 +807,6 @@ impl std::str::FromStr for Fp8Config {
             Some(h) => (h, 2),
             None => (head, 1),
         };
-        let (head, a_apart) = match head.strip_suffix('v') {
-            Some(h) => (h, true),
-            None => (head, false),
-        };
         let (head, whole) = match head.strip_suffix('u') {
             Some(h) => (h, true),
             None => (head, false),
@@ -889,7 +850,6 @@ impl std::str::FromStr for Fp8Config {
             sb_bulk,
             a_resident,
             whole,
-            a_apart,
             cluster,
             cluster_n,
             tma_epi,
@@ -995,9 +955,6 @@ pub fn configs(
         Fp8Config::tile(64, 128, true, true).whole_tiles(),
         Fp8Config::tile(64, 192, true, true).whole_tiles(),
         Fp8Config::small_rows_wide().whole_tiles(),
-        // 2026-12-02 (ledger row 245): the same with A in a ring of its own (`v`), B five stages
-        // deep where the 48 KB stage held four; `256tquvhl/1` by name
-        Fp8Config::small_rows_wide().whole_tiles().a_ring(),
         // (ledger row 92's `128pth`, `128pte` with one staging buffer a consumer and so a sixth
         // stage, won 1.5 % at 128x7168x16384 in one round and tied in the next: dropped
         // 2026-11-30, ledger row 110; ledger row 40's `192th`, the 128 x 192 tile in single CTAs, one wave of 128 tiles at
@@ -1113,10 +1070,6 @@ fn spec_of(
     // kernels that differ pass them, so that the others' cache keys stay as they were)
     let spec = match cfg.whole {
         true => spec.define("KILN_WHOLE", 1),
-        false => spec,
-    };
-    let spec = match cfg.a_apart {
-        true => spec.define("KILN_ARING", A_RING_SLOTS),
         false => spec,
     };
     if cfg.pingpong {
@@ -2401,21 +2354,6 @@ pub fn check_config(p: &Fp8Problem, cfg: Fp8Config) -> Result<()> {
              (whole tiles already); write it as 64x128psu/1"
         )));
     }
-    if cfg.a_apart
-        && (!cfg.whole
-            || cfg.bm != 128
-            || cfg.pipe
-            || cfg.a_regs
-            || cfg.ctas() > 1
-            || !cfg.sscale
-            || cfg.pingpong
-            || p.scale != ScaleMode::Block)
-    {
-        return Err(Error::invalid(format!(
-            "config {cfg} keeps A apart in a ring of its own (v), which the drained block-scaled \
-             128-row whole-tile kernel in single CTAs does; write it as 256tquvhl/1"
-        )));
-    }
     if cfg.sa_bulk && (!cfg.sscale || p.scale != ScaleMode::Block || cfg.ctas() > 1) {
         return Err(Error::invalid(format!(
             "config {cfg} copies the A scales in bulk (b), which only a block-scaled config with \
@@ -2546,8 +2484,6 @@ pub fn gemm_launch(
         true => cfg,
         false => cfg.without_lean(),
     };
-    // `v` where M is within the tile's rows, else the same config without it
-    let cfg = cfg.a_apart_for(p);
     // The TMA-store epilogue's map of C; without one (a C that TMA cannot address) the kernel
     // stores from registers, and every kernel takes a third map, then a stand-in.
     let mut map_c = match cfg.tma_epi {
@@ -3553,70 +3489,6 @@ mod tests {
     }
 
     #[test]
-    fn a_apart_keeps_b_a_stage_deeper_in_the_one_tile_kernel() {
-        // ledger row 245: `v`, A in a ring of its own beside a ring of B alone, the 128 x 256
-        // whole-tile kernel's 4 stages of 48 KB become 5 of 32 KB and 2 slots of A
-        let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
-        let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
-        let x: Fp8Config = "256tquvhl/1".parse().unwrap();
-        let u: Fp8Config = "256tquhl/1".parse().unwrap();
-        assert_eq!(x.to_string(), "256tquvhl/1");
-        assert_eq!(x, u.a_ring());
-        assert!(x.a_apart && !x.same_kernel(&u));
-        assert!(block.iter().any(|c| c.same_kernel(&x)));
-        assert_eq!(
-            (u.stages(), u.stage_bytes(), u.smem_bytes()),
-            (4, 49_152, 216_640)
-        );
-        assert_eq!(
-            (x.stages(), x.stage_bytes(), x.smem_bytes()),
-            (5, 32_768, 217_312)
-        );
-        assert_eq!(x.resident_bytes(), A_RING_SLOTS * (128 * 128 + 8));
-        assert!(check_config(&p, x).is_ok(), "{:?}", check_config(&p, x));
-        for bad in ["256tqvhl/1", "128ptquve/1", "64x128psuv/1", "128ptquvne/1"] {
-            let c: Fp8Config = bad.parse().unwrap();
-            assert!(check_config(&p, c).is_err(), "{bad}");
-        }
-        // past the tile's rows the launch runs `u` without it
-        let tall = Fp8Problem::new(129, 24576, 1536, DType::Bf16, ScaleMode::Block);
-        assert_eq!(x.a_apart_for(&tall), u);
-        assert_eq!(x.a_apart_for(&p), x);
-        // its define only on its own kernel, the slots the kernel counts
-        let aring = |s: &KernelSpec| {
-            s.defines
-                .iter()
-                .filter(|(k, _)| k == "KILN_ARING")
-                .map(|(_, v)| v.clone())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            aring(&spec("sm_90a", &p, x)),
-            vec![A_RING_SLOTS.to_string()]
-        );
-        assert!(aring(&spec("sm_90a", &p, u)).is_empty());
-        let v = variants("sm_90a");
-        assert_eq!(v.iter().filter(|s| !aring(s).is_empty()).count(), 1);
-    }
-
-    #[test]
-    fn a_apart_compiles_without_spills() {
-        if !crate::jit::testing::nvrtc_here() {
-            return;
-        }
-        let jit = Jit::default();
-        let dev = DeviceInfo::h100_sxm();
-        let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
-        let s = spec("sm_90a", &p, "256tquvhl/1".parse().unwrap());
-        let compiled = jit.compile(&s).expect("compiles");
-        assert!(
-            judge(&s, &compiled.resources, &dev).is_empty(),
-            "{}",
-            s.label()
-        );
-    }
-
-    #[test]
     fn whole_tile_kernels_compile_out_the_slices() {
         // ledger row 202: `u`, the rule's unsplit small-M kernels without split-K and stream-K
         let block = configs(Fp8Format::E4m3, Fp8Format::E4m3, ScaleMode::Block, true);
@@ -3651,11 +3523,11 @@ mod tests {
             let c: Fp8Config = bad.parse().unwrap();
             assert!(check_config(&p, c).is_err(), "{bad}");
         }
-        // three kernels, bf16 C only, and row 245's `256tquvh` (A apart); `KILN_WHOLE` passed
-        // only where set, so that the other kernels' cache keys stay as they were
+        // three kernels, bf16 C only; `KILN_WHOLE` passed only where set, so that the other
+        // kernels' cache keys stay as they were
         let v = variants("sm_90a");
         let whole = |s: &KernelSpec| s.defines.iter().any(|(k, _)| k == "KILN_WHOLE");
-        assert_eq!(v.iter().filter(|s| whole(s)).count(), 4);
+        assert_eq!(v.iter().filter(|s| whole(s)).count(), 3);
         let c: Fp8Config = "64x128ps/1".parse().unwrap();
         assert!(!whole(&spec("sm_90a", &p, c)));
         // the large rule's 64-row picks where `SMALL_M_WHOLE` is on, else by name only
@@ -3833,15 +3705,15 @@ mod tests {
         // promoted `192md`, 102 since row 110 dropped `128pth`; 104 with row 171's lean
         // short-K forms, `128ptqze` and `64x128ptqze`, bf16 C only; 107 with row 181's `192mgh`;
         // 110 with row 202's whole-tile kernels, `64x128psu`, `64x192psu`, `256tquh`, bf16 C only;
-        // 113 with row 240's `128ptne`; 114 with row 245's `256tquvh`, bf16 C only)
-        assert!(v.len() <= 114, "{} variants", v.len());
+        // 113 with row 240's `128ptne`)
+        assert!(v.len() <= 113, "{} variants", v.len());
         // e4m3: tensor promoted 4 (`256mh`, `256md` and `192md` beside 128p), row promoted 2, tensor
         // unpromoted 6 (`256mh`, `256md`, `192x192md` and `192mgh` beside 128 and 256), row unpromoted 2, block 16
         // kernels (17 configs: 128ote runs 128te's; `256tmd` in `256ptmh`'s place; `256th` for
         // the large rule at M = 128, ledger rows 24-25; `192th` dropped, row 91; `128pth` dropped, row 110;
         // `128ptne` back, row 240);
         // e5m2 pairs 2 each; 3 outputs
-        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 16) * 3 + 3 * 2 * 3 + 2 + 3 + 1);
+        assert_eq!(v.len(), (4 + 2 + 6 + 2 + 16) * 3 + 3 * 2 * 3 + 2 + 3);
         let dev = DeviceInfo::h100_sxm();
         for scale in ScaleMode::ALL {
             let p = Fp8Problem::new(256, 256, 256, DType::Bf16, scale);

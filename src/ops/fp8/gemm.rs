@@ -1512,7 +1512,24 @@ pub const SMALL_ROWS_FILL: f64 = 0.7;
 /// at N = 24,576 for 256's 96, lost to it in four rounds and is not compiled: ledger rows 40,
 /// 70 and 91.)
 fn choose_one_tile(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
-    one_tile_fills(p, dev, &SMALL_ROWS_ONE_TILE).then_some(SMALL_ROWS_ONE_TILE)
+    let c = one_tile_config(SMALL_ROWS_ONE_TILE_TURNS);
+    one_tile_fills(p, dev, &c).then_some(c)
+}
+
+/// Whether the large rule's one-tile config runs with its consumers taking turns (`o`, run time
+/// on the same kernel: `256otqhl/1` at 128x24576x1536; ledger row 246). Off: on an H200
+/// (2026-12-02, one round) `256otqhl/1` ran 18.2 / 18.3 us against `256tqhl/1`'s 18.7 / 18.7
+/// alone in alternating processes, and ncu counted 7.5 % fewer cycles on its busiest SM; a
+/// second round before the rule takes it.
+pub const SMALL_ROWS_ONE_TILE_TURNS: bool = false;
+
+/// [`SMALL_ROWS_ONE_TILE`], its consumers taking turns where `turns`.
+const fn one_tile_config(turns: bool) -> Fp8Config {
+    if turns {
+        SMALL_ROWS_ONE_TILE.ordered()
+    } else {
+        SMALL_ROWS_ONE_TILE
+    }
 }
 
 /// Whether `c` (single CTAs, one slice) is compiled for `p`, fits `dev` and gives every CTA one
@@ -2950,16 +2967,18 @@ mod tests {
         // lost two with the pipelined tile at K = 16,384, which keeps the map
         let dev = DeviceInfo::h100_sxm();
         let bulk = if SMALL_ROWS_BULK_BOTH { "q" } else { "b" };
+        // (the one-tile config's turns where switched on, ledger row 246)
+        let o = if SMALL_ROWS_ONE_TILE_TURNS { "o" } else { "" };
         for (m, n, k, want) in [
             // 4 K blocks: the lean form (`q` in it), ledger row 200
             (128, 32768, 512, SMALL_ROWS_LEAN.to_string()),
             (100, 32768, 512, SMALL_ROWS_LEAN.to_string()),
             (128, 32768, 384, format!("128ot{bulk}e")),
-            (128, 24576, 1536, format!("256t{bulk}hl/1")),
-            (128, 32768, 1024, format!("256t{bulk}hl/1")),
-            (128, 24576, 1920, format!("256t{bulk}hl/1")),
+            (128, 24576, 1536, format!("256{o}t{bulk}hl/1")),
+            (128, 32768, 1024, format!("256{o}t{bulk}hl/1")),
+            (128, 24576, 1920, format!("256{o}t{bulk}hl/1")),
             // 16 K blocks: the map
-            (128, 24576, 2048, "256thl/1".to_string()),
+            (128, 24576, 2048, format!("256{o}thl/1")),
             (128, 7168, 16384, LONG_128.to_string()),
         ] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
@@ -3042,7 +3061,14 @@ mod tests {
         let dev = DeviceInfo::h100_sxm();
         let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
         assert!(one_tile_fills(&p, &dev, &SMALL_ROWS_ONE_TILE));
-        assert_eq!(choose_one_tile(&p, &dev), Some(SMALL_ROWS_ONE_TILE));
+        let one = one_tile_config(SMALL_ROWS_ONE_TILE_TURNS);
+        assert_eq!(choose_one_tile(&p, &dev), Some(one));
+        // ledger row 246: the turns, a run-time letter on the same kernel, where switched on
+        let turns = one_tile_config(true);
+        assert_eq!(turns.to_string(), "256othl/1");
+        assert!(turns.same_kernel(&SMALL_ROWS_ONE_TILE) && one_tile_fills(&p, &dev, &turns));
+        assert_eq!(scales_by_bulk_if_short(&p, turns).to_string(), "256otqhl/1");
+        assert_eq!(one_tile_config(false), SMALL_ROWS_ONE_TILE);
         for ok in ["256othl/1", "256thl/1", "256tbhl/1"] {
             let c: Fp8Config = ok.parse().unwrap();
             assert!(check_config(&p, c).is_ok(), "{ok}");
@@ -4059,7 +4085,7 @@ mod tests {
         for (m, n, k) in [(128, 24576, 1536), (100, 24576, 1536), (128, 32768, 1024)] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
-            let want = SMALL_ROWS_ONE_TILE;
+            let want = one_tile_config(SMALL_ROWS_ONE_TILE_TURNS);
             // K < 2048: the A scales by one bulk copy (ledger rows 70 and 90)
             assert_eq!(c, scales_by_bulk_if_short(&p, want), "{p}");
             assert!(c.sa_bulk && c.same_kernel(&want), "{p}: {c}");

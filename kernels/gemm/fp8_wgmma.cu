@@ -164,15 +164,6 @@
 #ifndef KILN_WHOLE
 #define KILN_WHOLE 0
 #endif
-// KILN_ISSUE (the experiment knob KILN_FP8_ISSUE, 2026-12-02, ledger row 241; defined only past
-// 1): the producer loads the ring's stages in groups of KILN_ISSUE, waiting at a group's first
-// stage until all of the group's are free and then issuing them back to back, so that the DRAM
-// is asked for the same rows' neighbouring K blocks at once instead of one 128-byte piece of
-// each row per stage as the consumers free them. Waiting for a later stage's previous use is
-// safe: that use (an iteration STAGES or fewer back) was issued before this one.
-#ifndef KILN_ISSUE
-#define KILN_ISSUE 1
-#endif
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
@@ -202,8 +193,6 @@ constexpr bool ARES = KILN_ARES != 0;       // A resident, a ring of B alone (ab
 constexpr int KA = ARES ? 4 : 0;            // its K blocks (K <= 512)
 constexpr bool WHOLE = ARES || KILN_WHOLE != 0;  // whole tiles only, no slices or stream-K (above)
 constexpr bool PINGPONG = KILN_PINGPONG != 0;  // the consumers take whole tiles in turn (above)
-constexpr int ISSUE = KILN_ISSUE;           // stages the producer loads back to back (above)
-static_assert(ISSUE >= 1 && ISSUE <= KILN_STAGES, "KILN_ISSUE is 1 to the ring's stages");
 static_assert(!(ARES && PINGPONG), "the lean short-K form (KILN_ARES) and the ping-pong consumers (KILN_PINGPONG) are separate configs");
 // KILN_BM = 192 (`192x192md`, 2026-11-30): three consumer warpgroups of 64 rows each (cuBLASLt's
 // 192 x 192 tile at 6144^3 has the same rows), 512 threads; tensor scales unpromoted only, in
@@ -577,11 +566,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
             tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
             load_slot(s, kb, tm, tn);
             continue;
-          }
-          // KILN_ISSUE: a group's first stage waits for the group's others too
-          if constexpr (ISSUE > 1) {
-            if (it % ISSUE == 0)
-              for (u32 j = 1; j < (u32)ISSUE; ++j) mbar_wait(empty((int)((it + j) % STAGES)), (((it + j) / STAGES) & 1) ^ 1);
           }
           // fresh barriers: parity 1 passes; in a cluster, free once the consumers of every CTA
           // this one multicasts into (its peers along M and N) have read the stage

@@ -674,17 +674,6 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.fp8.group_m.map(|g| g.to_string()),
     },
     Knob {
-        name: "KILN_FP8_ISSUE",
-        takes: || {
-            "a whole number from 1 to 4 (an experiment: the FP8 GEMM's producer waits for that \
-             many free ring stages and loads them back to back)"
-                .into()
-        },
-        default: "1",
-        set: |o, v| put(&mut o.fp8.issue, opt(v, |v| number(v, 1, 4))),
-        show: |o| o.fp8.issue.map(|g| g.to_string()),
-    },
-    Knob {
         name: "KILN_FP8_PDL",
         takes: || {
             "0, 1 or 2 (the dense FP8 GEMM launched plainly, as the programmatic dependent of the \

@@ -922,11 +922,6 @@ pub struct Fp8Overrides {
     /// flight share decides how many of their loads the L2 sees). Default (`None`): the kernel's,
     /// [`crate::ops::fp8::gemm::GROUP_M`].
     pub group_m: Option<u32>,
-    /// `KILN_FP8_ISSUE` (1 to 4): how many ring stages the dense FP8 GEMM's producer waits for
-    /// and then loads back to back (ledger row 241: whether B's K blocks of the same rows asked
-    /// of the DRAM together read faster than one stage at a time). Default (`None`): 1, each
-    /// stage as soon as it is free.
-    pub issue: Option<u32>,
     /// `KILN_FP8_STAGES` (1 to 12): the dense FP8 GEMM's ring shortened to that many stages (at
     /// most the config's; its shared memory as sized for the config): how the time depends on
     /// the bytes in flight an SM (ledger row 241). Not with the cluster sum (its partials fill
@@ -939,7 +934,6 @@ impl Fp8Overrides {
         rule: Fp8Rule::Large,
         pdl: None,
         group_m: None,
-        issue: None,
         stages: None,
     };
 }

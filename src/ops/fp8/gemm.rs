@@ -1016,9 +1016,8 @@ pub fn spec(arch: &str, p: &Fp8Problem, cfg: Fp8Config) -> KernelSpec {
 
 /// [`spec`] under the FP8 experiment knobs of `o`: the tile order of `group_m` rows of cluster
 /// tiles a column sweep (`KILN_FP8_GROUP_M`), else [`GROUP_M`]; a ring of `stages` where fewer
-/// than the config's (`KILN_FP8_STAGES`: the shared memory stays the config's); the producer
-/// loading `issue` free stages back to back where more than one (`KILN_FP8_ISSUE`: `KILN_ISSUE`,
-/// a define only then). Unset, the compiled variant's spec.
+/// than the config's (`KILN_FP8_STAGES`: the shared memory stays the config's). Unset, the
+/// compiled variant's spec.
 pub fn spec_ordered(arch: &str, p: &Fp8Problem, cfg: Fp8Config, o: &Fp8Overrides) -> KernelSpec {
     let mut spec = spec_of(arch, p.a, p.b, p.scale, p.promote, cfg, p.out);
     let stages = o.stages.map_or(cfg.stages(), |s| s.min(cfg.stages()));
@@ -1029,10 +1028,7 @@ pub fn spec_ordered(arch: &str, p: &Fp8Problem, cfg: Fp8Config, o: &Fp8Overrides
             _ => {}
         }
     }
-    match o.issue {
-        Some(g) if g > 1 => spec.define("KILN_ISSUE", g.min(stages)),
-        _ => spec,
-    }
+    spec
 }
 
 fn spec_of(
@@ -3090,9 +3086,8 @@ mod tests {
                 .collect();
             g.join(",")
         };
-        let knobs = |group_m, issue, stages| Fp8Overrides {
+        let knobs = |group_m, stages| Fp8Overrides {
             group_m,
-            issue,
             stages,
             ..Fp8Overrides::NONE
         };
@@ -3101,58 +3096,44 @@ mod tests {
             spec("sm_90a", &p, c)
         );
         assert_eq!(
-            spec_ordered("sm_90a", &p, c, &knobs(Some(GROUP_M), Some(1), Some(12))),
+            spec_ordered("sm_90a", &p, c, &knobs(Some(GROUP_M), Some(12))),
             spec("sm_90a", &p, c)
         );
-        let g24 = spec_ordered("sm_90a", &p, c, &knobs(Some(24), None, None));
+        let g24 = spec_ordered("sm_90a", &p, c, &knobs(Some(24), None));
         assert_eq!(group(&g24), "24");
         assert_eq!(g24.defines.len(), spec("sm_90a", &p, c).defines.len());
     }
 
     #[test]
-    fn the_issue_and_stages_knobs_change_only_their_defines() {
-        // KILN_FP8_ISSUE and KILN_FP8_STAGES (ledger row 241): the producer's groups of stages a
-        // define only past one (every compiled variant's cubin as before), at most the ring's
-        // stages; the ring shortened, never lengthened past the config's shared memory
+    fn the_stages_knob_changes_only_its_define() {
+        // KILN_FP8_STAGES (ledger row 241): the ring shortened, never lengthened past the
+        // config's shared memory; every compiled variant's spec as before when unset
         let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
         let c = SMALL_ROWS_ONE_TILE;
-        let def = |s: &KernelSpec, name: &str| {
+        let stages_of = |s: &KernelSpec| {
             let g: Vec<&str> = s
                 .defines
                 .iter()
-                .filter(|(k, _)| k == name)
+                .filter(|(k, _)| k == "KILN_STAGES")
                 .map(|(_, v)| v.as_str())
                 .collect();
             g.join(",")
         };
-        let o = |issue, stages| Fp8Overrides {
-            issue,
+        let o = |stages| Fp8Overrides {
             stages,
             ..Fp8Overrides::NONE
         };
         assert_eq!(c.stages(), 4);
-        let s = spec_ordered("sm_90a", &p, c, &o(Some(1), None));
-        assert_eq!(
-            (def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")),
-            ("".into(), "4".into())
-        );
-        let s = spec_ordered("sm_90a", &p, c, &o(Some(2), None));
-        assert_eq!(
-            (def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")),
-            ("2".into(), "4".into())
-        );
-        let s = spec_ordered("sm_90a", &p, c, &o(Some(4), Some(3)));
-        assert_eq!(
-            (def(&s, "KILN_ISSUE"), def(&s, "KILN_STAGES")),
-            ("3".into(), "3".into())
-        );
-        let s = spec_ordered("sm_90a", &p, c, &o(None, Some(9)));
-        assert_eq!(def(&s, "KILN_STAGES"), "4");
+        let s = spec_ordered("sm_90a", &p, c, &o(Some(3)));
+        assert_eq!(stages_of(&s), "3");
+        assert_eq!(s.defines.len(), spec("sm_90a", &p, c).defines.len());
+        let s = spec_ordered("sm_90a", &p, c, &o(Some(9)));
+        assert_eq!(stages_of(&s), "4");
         assert_eq!(s, spec("sm_90a", &p, c));
     }
 
     #[test]
-    fn the_issue_and_stages_knobs_compile_without_spills() {
+    fn the_stages_knob_compiles_without_spills() {
         if !crate::jit::testing::nvrtc_here() {
             return;
         }
@@ -3160,7 +3141,6 @@ mod tests {
         let dev = DeviceInfo::h100_sxm();
         let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
         let o = Fp8Overrides {
-            issue: Some(2),
             stages: Some(3),
             ..Fp8Overrides::NONE
         };

@@ -194,38 +194,6 @@ __device__ __forceinline__ void fused_writer(const TmaMap* map, const FusedQueue
     }
   };
   int h_prev = 0, mb_prev = 0;
-  if constexpr (DQ_BUMP_LATE) {
-    // KILN_BWD_DQ_FUSED 3: only the reduces' issue and read between the tiles' arrival and their
-    // hand-back (d128's packed call ran 8-10 % slower with the completion wait, the fences and
-    // the acq_rel atomics there, H200 round 1); then this block's adds waited for, fenced and
-    // counted, the atomics' results checked after the next block's hand-back (their round trip
-    // under it)
-    u32 old[FQ_UNITS] = {};
-    for (int it = 0; it < k.iters; ++it) {
-      int h, mb;
-      walk_at(k, p, it, h, mb);
-      named_barrier_sync(8, 160);
-      named_barrier_sync(9, 160);
-      if (lead) {
-        t0.reduce(t0.smem, p, k, h, mb * BM, 1);
-        t1.reduce(t1.smem, p, k, h, mb * BM, 1);
-        tma_store_wait_read<0>();
-      }
-      writer_hand_back(it + 1 < k.iters, 10);
-      if (lead) {
-        if (it > 0) check(h_prev, mb_prev, old);
-        tma_store_wait<0>();
-        fence_proxy_async_global();
-        bump(h, mb, old);
-      }
-      h_prev = h, mb_prev = mb;
-    }
-    if (lead) {
-      if (k.iters > 0) check(h_prev, mb_prev, old);
-      q.push(tail, 0, -1, 0, false);
-    }
-    return;
-  }
   for (int it = 0; it < k.iters; ++it) {
     int h, mb;
     walk_at(k, p, it, h, mb);

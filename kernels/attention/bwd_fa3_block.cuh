@@ -180,18 +180,14 @@ static_assert(!(DET_WRITER && (BWD_WINDOW || BWD_VARLEN)),
 // adds to complete and counts them on a per-(sequence, head, 64 query rows) counter; the adder
 // that completes a counter queues the rows for warps 2 and 3, which read them from L2, scale,
 // round and store dQ (bwd_dq_fused.cuh). KILN_BWD_DQ_FUSED 2: the same, the converters storing
-// zeros over what they read, so that the accumulator is left zero for the next call; 3: 2 with
-// the writer's completion wait and counter bump after the tiles' hand-back.
+// zeros over what they read, so that the accumulator is left zero for the next call.
 #if defined(KILN_BWD_DQ_FUSED)
 constexpr bool DQ_FUSED = KILN_BWD_DQ_FUSED != 0;
-constexpr bool DQ_ZERO = KILN_BWD_DQ_FUSED >= 2;
-constexpr bool DQ_BUMP_LATE = KILN_BWD_DQ_FUSED == 3;
-static_assert(KILN_BWD_DQ_FUSED >= 0 && KILN_BWD_DQ_FUSED <= 3,
-              "KILN_BWD_DQ_FUSED: 0, 1, 2 (the accumulator left zero) or 3 (2, the counters bumped after the hand-back)");
+constexpr bool DQ_ZERO = KILN_BWD_DQ_FUSED == 2;
+static_assert(KILN_BWD_DQ_FUSED >= 0 && KILN_BWD_DQ_FUSED <= 2, "KILN_BWD_DQ_FUSED: 0, 1 or 2 (the accumulator left zero)");
 #else
 constexpr bool DQ_FUSED = false;
 constexpr bool DQ_ZERO = false;
-constexpr bool DQ_BUMP_LATE = false;
 #endif
 static_assert(!DQ_FUSED || (BWD_VARLEN && BWD_WINDOW && (SPLIT_M || SPLIT_N) && !DET_WRITER),
               "KILN_BWD_DQ_FUSED: the packed walk (its window's rule counts the adders) on the row split's or the column split's tile");

@@ -165,8 +165,7 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_DQ_FUSED`: the packed backward (d64's 128-row tile, d128) converts dQ in its
     /// main kernel (the last adder of each 64 query rows, through a writer warp) instead of a
     /// postprocess: 1; 2, the same with the fp32 accumulator left zero by the converters (its own
-    /// workspace; the preprocess computes D only); 3, 2 with the writer's counter bumps after the
-    /// tiles' hand-back. Default: 0.
+    /// workspace; the preprocess computes D only). Default: 0.
     pub bwd_dq_fused: u32,
     /// `KILN_BWD_VARLEN_M128`: the packed d64 backward runs `bwd_fa3_m128_fma`'s tile (128 query
     /// rows a step) instead of `bwd_fa3_lookahead`'s 64-row one. Default: true (1.09-1.11x the

@@ -548,7 +548,7 @@ pub fn launch_main(
     let main = ctx.function(main)?;
     let parts = sched.dq_parts.max(1) as usize;
     // (`KILN_BWD_DQ_FUSED=2`: the accumulator kept zero, not the shared one)
-    let ws = if packed.is_some_and(|g| g.dq_fused.leaves_zero()) {
+    let ws = if packed.is_some_and(|g| g.dq_fused == DqFused::LeaveZero) {
         super::dq_fused::leave_zero_workspace(ctx, p)?
     } else {
         BackwardWorkspace::with_parts(ctx, p, BM as usize, parts)?

@@ -32,9 +32,6 @@ pub enum DqFused {
     Convert,
     /// As `Convert`, the converters leaving the accumulator (its own workspace) zero (2).
     LeaveZero,
-    /// As `LeaveZero`, the writer's completion wait, fences and counter bumps after the tiles'
-    /// hand-back instead of before it (3; d128's packed call lost 8-10 % with them before it).
-    LeaveZeroBumpLate,
 }
 
 impl DqFused {
@@ -43,8 +40,7 @@ impl DqFused {
         match n {
             0 => DqFused::Off,
             1 => DqFused::Convert,
-            2 => DqFused::LeaveZero,
-            _ => DqFused::LeaveZeroBumpLate,
+            _ => DqFused::LeaveZero,
         }
     }
 
@@ -55,11 +51,6 @@ impl DqFused {
 
     pub fn on(self) -> bool {
         self != DqFused::Off
-    }
-
-    /// The accumulator kept zero (its own workspace, the preprocess D only).
-    pub fn leaves_zero(self) -> bool {
-        matches!(self, DqFused::LeaveZero | DqFused::LeaveZeroBumpLate)
     }
 }
 
@@ -76,7 +67,7 @@ pub fn counters(ctx: &Context, a: &AttentionProblem, seqs: u32) -> Result<u64> {
     ctx.scratch.attn_bwd_dq_sem.at_least(ctx, bytes)
 }
 
-/// The workspaces of a [`DqFused::leaves_zero`] launch of the packed batch whose dense view is `p`:
+/// The workspaces of a [`DqFused::LeaveZero`] launch of the packed batch whose dense view is `p`:
 /// D's, and the accumulator kept zero (not the shared one, which the other backwards leave
 /// holding sums); the counters are [`counters`].
 pub fn leave_zero_workspace(ctx: &Context, p: &BackwardProblem) -> Result<BackwardWorkspace> {
@@ -91,8 +82,8 @@ pub fn leave_zero_workspace(ctx: &Context, p: &BackwardProblem) -> Result<Backwa
 
 /// The preprocess for the fused main kernel of a packed batch in `seqs` sequences: `args` as the
 /// main kernel takes them (the counters in `dq_sem`), launched with the counters' grid
-/// (`m_block` 1, `m_blocks` the slots); under a `mode` that [`DqFused::leaves_zero`] it leaves
-/// the accumulator alone (D only).
+/// (`m_block` 1, `m_blocks` the slots); under `mode` [`DqFused::LeaveZero`] it leaves the
+/// accumulator alone (D only).
 ///
 /// # Safety
 /// As [`bwd_prep::launch_pre`]; `args.dq_sem` holds [`counters`]' bytes for `args` and `seqs`.
@@ -103,7 +94,7 @@ pub unsafe fn launch_pre(
     mode: DqFused,
 ) -> Result<()> {
     let mut pre = *args;
-    if mode.leaves_zero() {
+    if mode == DqFused::LeaveZero {
         pre.dq_acc = 0;
     }
     let n = slots(args.sq as usize, seqs);

@@ -296,7 +296,6 @@ mod tests {
         for t in [d64, d128] {
             assert_eq!(dq_fused_for(1, &t, false), DqFused::Convert);
             assert_eq!(dq_fused_for(2, &t, false), DqFused::LeaveZero);
-            assert_eq!(dq_fused_for(3, &t, false), DqFused::LeaveZeroBumpLate);
             assert_eq!(dq_fused_for(0, &t, false), DqFused::Off);
             assert_eq!(dq_fused_for(2, &t, true), DqFused::Off);
         }
@@ -313,11 +312,7 @@ mod tests {
         use crate::ops::attention::DTYPES;
         let t = bwd_fa3_lookahead::varlen_tile(d, true);
         let mut v = Vec::new();
-        for mode in [
-            DqFused::Convert,
-            DqFused::LeaveZero,
-            DqFused::LeaveZeroBumpLate,
-        ] {
+        for mode in [DqFused::Convert, DqFused::LeaveZero] {
             let f = WgmmaBwdTile {
                 dq_fused: mode,
                 ..t

@@ -1,34 +1,46 @@
 // KILN_BWD_DQ_FUSED: dQ converted in the main kernel once its last adder has added, so that the
 // postprocess (a pass over the packed rows' fp32 accumulator) is not launched. Include after
 // attention/bwd_dq_tile.cuh.
-//   The consumers hand each block's two 64-row tiles (the row split: consumer c's rows 64c ..) to
-// a writer warp (warp 1 of warpgroup 0) through DqTile::hand_over, as the deterministic writer
-// takes them. The writer adds them by TMA reduce and hands them back once read; the next block's
-// reduces issued, it waits for the previous block's to complete (a step later: no wait in
-// practice), orders them before a counter bump (fence.proxy.async, then an acq_rel add) on the
-// (sequence, head, 64 query rows) counter, and the adder that brings it to the number of key
-// blocks whose walk reaches those rows (fused_adders: the window's rule, causal folded in) queues
-// the rows for warps 2 and 3, which read the sums from L2, scale, round and store dQ in Q's layout
-// (32 rows each). The consumers' path is as before except the reduce's issue and wait, which the
-// writer takes; the writer never waits on the conversion unless its queue is full.
+//   The consumers hand each block's two dQ tiles to a writer warp (warp 1 of warpgroup 0) through
+// DqTile::hand_over, as the deterministic writer takes them: at d64 (128-row steps split by rows)
+// consumer c's 64 rows 64c .., at d128 (64-row steps split by columns) consumer c's 64 columns
+// 64c .. of the step's 64 rows. The writer adds them by TMA reduce and hands them back once read;
+// the next block's reduces issued, it waits for the previous block's to complete (a step later:
+// no wait in practice), orders them before a counter bump (fence.proxy.async, then an acq_rel
+// add) on the (sequence, head, 64 query rows) counter, and the adder that brings it to the number
+// of key blocks whose walk reaches those rows (fused_adders: the window's rule, causal folded in)
+// queues the rows for warps 2 and 3, which read the sums from L2, scale, round and store dQ in
+// Q's layout (32 rows each). The consumers' path is as before except the reduce's issue and wait,
+// which the writer takes; the writer never waits on the conversion unless its queue is full.
 //   Rows no key block reaches (a causal sequence with more queries than keys, a window, a sequence
 // without keys) get no add: key block 0 of each (sequence, key/value head) queues them as zeros
 // (fused_zero_unreached), and a sequence without keys, which has no block with work, is zeroed by
 // its grid block 0 before it returns (fused_zero_keyless).
 //   The counters: p.dq_sem, u32 [heads_q][fused_slots], zeroed by the preprocess; rows r .. of
-// sequence z take slot r / 64 + z (r the packed row of the 64-row half's first row): distinct for
-// distinct halves, as a sequence's halves start 64 rows apart and a later sequence's first half
+// sequence z take slot r / 64 + z (r the packed row of the 64-row unit's first row): distinct for
+// distinct units, as a sequence's units start 64 rows apart and a later sequence's first unit
 // starts on a later row.
+//   KILN_BWD_DQ_FUSED 2 (DQ_ZERO): the converters store zeros over the sums they have read, so
+// that the call leaves the accumulator as it found it, zero, and the preprocess need not zero it
+// (the host's own accumulator, zeroed when allocated: dq_fused.rs). Every row that gets an add is
+// converted after its last add: the adds of a (sequence, head, 64 rows) unit all complete before
+// its counter is full, and a tile's rows past its sequence's end, added into the next sequence's
+// rows, are zeros (their Pᵀ masked), which leave a zero a zero whenever they land.
 #pragma once
 #include "attention/bwd_dq.cuh"
 #include "common/mem_ops.cuh"
 
+// (DQ_ZERO, the converters leave the accumulator zero: KILN_BWD_DQ_FUSED 2, bwd_fa3_block.cuh)
+// The 64-row units of a block's dQ, each with its counter: two at d64's 128-row step (the row
+// split's tiles), one at d128's 64 (the column split's two tiles add to the same rows).
+constexpr int FQ_UNITS = BM / 64;
 constexpr int FQ_DEPTH = 16;                     // queued conversions
 // (16-byte aligned: the header is zeroed by one 16-byte store; the barriers end on 8)
 constexpr u32 OFF_FQ = (OFF_BARS + 8 * (1 + 2 * STAGES) + 15) / 16 * 16;  // header {tail, done[2], -}, then entries
 constexpr u32 FQ_BYTES = 16 + 8 * FQ_DEPTH;
 static_assert(!DQ_FUSED || (KILN_SMEM >= 1024 + OFF_FQ + FQ_BYTES && OFF_FQ % 16 == 0), "KILN_SMEM too small for the conversion queue");
-static_assert(!DQ_FUSED || (BM == 128 && QN == D && DQ_MH == 1), "the fused conversion takes the row split's 64-row tiles");
+static_assert(!DQ_FUSED || (DQ_MH == 1 && ((BM == 128 && SPLIT_M && QN == D) || (BM == 64 && SPLIT_N && QN == 64))),
+              "the fused conversion takes the row split's 64-row tiles (d64, 128 rows a step) or the column split's 64-column ones (d128)");
 
 // The counters a head holds: (packed rows - 1) / 64 + sequences.
 __device__ __forceinline__ int fused_slots(const AttnBwdArgs& p) { return (p.sq - 1) / 64 + (int)gridDim.z; }
@@ -81,10 +93,13 @@ __device__ __forceinline__ void fused_queue_init(unsigned char* smem_raw) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(at), "r"(0) : "memory");
 }
 
-// Converter w (0, 1: warps 2, 3): rows 32w .. 32w + 31 of each entry, 4 rows a pass (8 lanes a
-// row of 64 fp32: 2 x 16 bytes in, 16 bytes of dQ out).
+// Converter w (0, 1: warps 2, 3): rows 32w .. 32w + 31 of each entry, FQ_RPP rows a pass (D / 8
+// lanes a row of D fp32: 2 x 16 bytes in, 16 bytes of dQ out), two passes' loads in flight.
+// DQ_ZERO: each lane stores zeros over the 32 bytes it has read (the lines are in L2, dirty from
+// the reduces: no HBM bytes beyond those the sums' write-back costs anyway).
+constexpr int FQ_LPR = D / 8, FQ_RPP = 32 / FQ_LPR;
 __device__ __forceinline__ void fused_convert(const FusedQueue& q, const AttnBwdArgs& p, int w) {
-  const int lane = threadIdx.x % 32, sub = lane / 8, col = 8 * (lane % 8);
+  const int lane = threadIdx.x % 32, sub = lane / FQ_LPR, col = 8 * (lane % FQ_LPR);
   for (u32 pos = 0;; ++pos) {
     while (ld_acquire_cta_shared(q.base) <= pos) __nanosleep(128);
     int row, code;
@@ -93,21 +108,21 @@ __device__ __forceinline__ void fused_convert(const FusedQueue& q, const AttnBwd
     if (code == -1) return;
     const int h = code & 0xffff, n = (code >> 16) & 0xff;
     const bool zero = (code >> 24) & 1;
-    // (pointers stepped by 4 rows a pass, one row in flight: at the producer's 24 registers the
+    // (pointers stepped by two passes, one pair in flight: at the producer's 24 registers the
     // indexed form and an unrolled loop spilled)
     const int r0 = 32 * w + sub, r1 = min(n, 32 * w + 32);
-    const float* src = p.dq_acc + ((i64)h * p.sq + row + r0) * D + col;
+    float* src = p.dq_acc + ((i64)h * p.sq + row + r0) * D + col;
     in_t* dst = static_cast<in_t*>(p.dq) + h * p.q_sh + (i64)(row + r0) * p.q_ss + col;
 #pragma unroll 1
-    for (int r = r0; r < r1; r += 8, src += 8 * D, dst += 8 * p.q_ss) {
-      // rows r and r + 4 (if in range): both loads in flight before either is used
-      const bool two = r + 4 < r1;
+    for (int r = r0; r < r1; r += 2 * FQ_RPP, src += 2 * FQ_RPP * D, dst += 2 * FQ_RPP * p.q_ss) {
+      // rows r and r + FQ_RPP (if in range): both loads in flight before either is used
+      const bool two = r + FQ_RPP < r1;
       u32x4 out[2] = {{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}};
       if (!zero) {
         float x[2][8];
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          const float* s = i == 0 || two ? src + i * 4 * D : src;
+          const float* s = i == 0 || two ? src + i * FQ_RPP * D : src;
           ld_cg_f4(s, x[i][0], x[i][1], x[i][2], x[i][3]);
           ld_cg_f4(s + 4, x[i][4], x[i][5], x[i][6], x[i][7]);
         }
@@ -118,51 +133,62 @@ __device__ __forceinline__ void fused_convert(const FusedQueue& q, const AttnBwd
           out[i].z = pack2<in_t>(x[i][4] * p.scale, x[i][5] * p.scale);
           out[i].w = pack2<in_t>(x[i][6] * p.scale, x[i][7] * p.scale);
         }
+        if constexpr (DQ_ZERO) {
+          // (after the loads: an ld.cg and a later st.cg of the same thread and address keep
+          // their order)
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+            if (i == 0 || two) {
+              st_cg_f4(src + i * FQ_RPP * D, 0.0f, 0.0f, 0.0f, 0.0f);
+              st_cg_f4(src + i * FQ_RPP * D + 4, 0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
       }
       *reinterpret_cast<u32x4*>(dst) = out[0];
-      if (two) *reinterpret_cast<u32x4*>(dst + 4 * p.q_ss) = out[1];
+      if (two) *reinterpret_cast<u32x4*>(dst + FQ_RPP * p.q_ss) = out[1];
     }
     __syncwarp();
     if (lane == 0) st_release_cta_shared(q.base + 4 + 4 * w, pos + 1);
   }
 }
 
-// Key block 0's writer, before its walk: the 64-row halves of each head of its group that no key
+// Key block 0's writer, before its walk: the 64-row units of each head of its group that no key
 // block reaches, queued as zeros.
 __device__ __forceinline__ void fused_zero_unreached(const FusedQueue& q, u32& tail, const BwdWalk& k, const AttnBwdArgs& p) {
   const int rq = k.rows_q(p);
   for (int mb = 0; mb * BM < rq; ++mb) {
     if (fused_adders(k, p, mb) > 0) continue;
     for (int g = 0; g < p.group; ++g)
-      for (int c = 0; c < 2 && mb * BM + 64 * c < rq; ++c)
+      for (int c = 0; c < FQ_UNITS && mb * BM + 64 * c < rq; ++c)
         q.push(tail, k.q0(p) + mb * BM + 64 * c, k.hk * p.group + g, min(64, rq - mb * BM - 64 * c), true);
   }
 }
 
 // The writer warp: per block the two tiles added (each its own bulk group) and handed back once
-// read; the previous block's adds, complete by then, counted, and the rows whose count is full
+// read; the previous block's adds, complete by then, counted (FQ_UNITS counters: d64's two row
+// halves, d128's one unit that both column halves add to), and the rows whose count is full
 // queued for the converters.
 __device__ __forceinline__ void fused_writer(const TmaMap* map, const FusedQueue& q, const BwdSmem& sm, const AttnBwdArgs& p, const BwdWalk& k) {
   const bool lead = threadIdx.x % 32 == 0;
   const u32 base = sm.sk + OFF_DQ;  // (sm.sk: the aligned base)
-  const DqTile t0{map, base, 0, 0, lead}, t1{map, base + DQ_BYTES, 0, 64, lead};
+  const DqTile t0{map, base, 0, 0, lead}, t1{map, base + DQ_BYTES, SPLIT_N ? QN : 0, SPLIT_M ? 64 : 0, lead};
   u32 tail = 0;
   if (lead && k.nb == 0) fused_zero_unreached(q, tail, k, p);
   const int rq = k.rows_q(p), slots = fused_slots(p);
   // the previous block's counts: bumped after this block's reduces are issued, checked after the
   // hand-back, so that the atomics' round trip overlaps the tiles' read
-  auto bump = [&](int h, int mb, u32 (&old)[2]) {
+  auto bump = [&](int h, int mb, u32 (&old)[FQ_UNITS]) {
     u32* sem = p.dq_sem + (i64)h * slots + (int)blockIdx.z;
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < FQ_UNITS; ++c) {
       const int r = mb * BM + 64 * c;
       old[c] = r < rq ? atom_acq_rel_add(sem + (k.q0(p) + r) / 64, 1) : 0u;
     }
   };
-  auto check = [&](int h, int mb, const u32 (&old)[2]) {
+  auto check = [&](int h, int mb, const u32 (&old)[FQ_UNITS]) {
     const int need = fused_adders(k, p, mb);
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < FQ_UNITS; ++c) {
       const int r = mb * BM + 64 * c;
       if (r < rq && (int)old[c] + 1 == need) q.push(tail, k.q0(p) + r, h, min(64, rq - r), false);
     }
@@ -173,7 +199,7 @@ __device__ __forceinline__ void fused_writer(const TmaMap* map, const FusedQueue
     walk_at(k, p, it, h, mb);
     named_barrier_sync(8, 160);
     named_barrier_sync(9, 160);
-    u32 old[2] = {0u, 0u};
+    u32 old[FQ_UNITS] = {};
     if (lead) {
       t0.reduce(t0.smem, p, k, h, mb * BM, 1);
       t1.reduce(t1.smem, p, k, h, mb * BM, 1);
@@ -190,7 +216,7 @@ __device__ __forceinline__ void fused_writer(const TmaMap* map, const FusedQueue
   }
   if (lead) {
     if (k.iters > 0) {
-      u32 old[2];
+      u32 old[FQ_UNITS];
       tma_store_wait<0>();
       fence_proxy_async_global();
       bump(h_prev, mb_prev, old);

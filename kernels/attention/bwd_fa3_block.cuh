@@ -174,18 +174,23 @@ constexpr bool BWD_VARLEN = false;
 static_assert(!(BWD_WINDOW || BWD_VARLEN) || D != 256, "the window's and the packed walk: d64 or d128 (bwd_fa3_d256.cu masks by its own rule)");
 static_assert(!(DET_WRITER && (BWD_WINDOW || BWD_VARLEN)),
               "the dQ writer's order (det_rank) knows no window or packed sequence: bwd_fa3_ordered_eager refuses them");
-// KILN_BWD_DQ_FUSED 1 (the host's KILN_BWD_DQ_FUSED knob; the packed walk on the 128-row tile
-// split by query rows): no postprocess. Each block's dQ tiles go to a writer warp (warp 1 of
-// warpgroup 0), which adds them by TMA reduce, waits for the adds to complete and counts them on
-// a per-(sequence, head, 64 query rows) counter; the adder that completes a counter queues the
-// rows for warps 2 and 3, which read them from L2, scale, round and store dQ (bwd_dq_fused.cuh).
+// KILN_BWD_DQ_FUSED 1 (the host's KILN_BWD_DQ_FUSED knob; the packed walk on d64's 128-row tile
+// split by query rows or d128's 64-row tile split by columns): no postprocess. Each block's dQ
+// tiles go to a writer warp (warp 1 of warpgroup 0), which adds them by TMA reduce, waits for the
+// adds to complete and counts them on a per-(sequence, head, 64 query rows) counter; the adder
+// that completes a counter queues the rows for warps 2 and 3, which read them from L2, scale,
+// round and store dQ (bwd_dq_fused.cuh). KILN_BWD_DQ_FUSED 2: the same, the converters storing
+// zeros over what they read, so that the accumulator is left zero for the next call.
 #if defined(KILN_BWD_DQ_FUSED)
 constexpr bool DQ_FUSED = KILN_BWD_DQ_FUSED != 0;
+constexpr bool DQ_ZERO = KILN_BWD_DQ_FUSED == 2;
+static_assert(KILN_BWD_DQ_FUSED >= 0 && KILN_BWD_DQ_FUSED <= 2, "KILN_BWD_DQ_FUSED: 0, 1 or 2 (the accumulator left zero)");
 #else
 constexpr bool DQ_FUSED = false;
+constexpr bool DQ_ZERO = false;
 #endif
-static_assert(!DQ_FUSED || (BWD_VARLEN && BWD_WINDOW && SPLIT_M && !DET_WRITER),
-              "KILN_BWD_DQ_FUSED: the packed walk (its window's rule counts the adders) on the row split's tile");
+static_assert(!DQ_FUSED || (BWD_VARLEN && BWD_WINDOW && (SPLIT_M || SPLIT_N) && !DET_WRITER),
+              "KILN_BWD_DQ_FUSED: the packed walk (its window's rule counts the adders) on the row split's or the column split's tile");
 static_assert(!SPLIT_N || QN % 64 == 0, "a column split keeps whole 64-wide boxes of K");
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 static_assert(sizeof(in_t) == 2, "inputs are 16-bit");

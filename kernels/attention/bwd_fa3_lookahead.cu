@@ -41,9 +41,10 @@
 // KILN_BWD_TAIL 1 (the host's KILN_BWD_TAIL knob): the last partial wave's key blocks split into
 // parts that each walk a share of the query blocks, dK and dV summed by the last part to finish
 // (bwd_tail.cuh); without the define, the same SASS as before it.
-// KILN_BWD_DQ_FUSED 1 (the host's KILN_BWD_DQ_FUSED knob, the packed d64 walk on the row split's
-// tile): each block's dQ tiles to a writer warp that adds them, counts the adds and has the last
-// adder's rows converted in the kernel, so that no postprocess runs (bwd_dq_fused.cuh).
+// KILN_BWD_DQ_FUSED 1 (the host's KILN_BWD_DQ_FUSED knob, the packed walk on d64's row split's
+// tile or d128's column split's): each block's dQ tiles to a writer warp that adds them, counts
+// the adds and has the last adder's rows converted in the kernel, so that no postprocess runs
+// (bwd_dq_fused.cuh); 2, the converters also leave the accumulator zero for the next call.
 #include "attention/bwd_fa3_block.cuh"
 #include "attention/bwd_dq_tile.cuh"
 #include "attention/bwd_dq_fused.cuh"

@@ -1,6 +1,7 @@
 // The attention backward's first and last passes, around bwd_fa2_mma_sync.cu:
-//   attn_bwd_pre:  D = rowsum(dO * O) in fp32 per query row, the fp32 dQ accumulator zeroed, and
-//                  (deterministic mode) the per-query-block counters zeroed;
+//   attn_bwd_pre:  D = rowsum(dO * O) in fp32 per query row, the fp32 dQ accumulator zeroed
+//                  (unless its pointer is null: KILN_BWD_DQ_FUSED 2's accumulator, which the
+//                  main kernel leaves zero), and the counters zeroed when not null;
 //   attn_bwd_post: dQ = scale * accumulator, rounded to the input type, in Q's layout.
 // Both are memory-bound and take the head dim and dtype at run time; KILN_PASS (0 pre, 1 post)
 // picks the one a compile holds. A block owns PREP_ROWS query rows of one (batch, head): grid
@@ -53,9 +54,11 @@ extern "C" __global__ void __launch_bounds__(PREP_THREADS) attn_bwd_pre(AttnBwdA
   }
   // This block's rows of the accumulator: contiguous, d floats a row.
   const int rows = min(PREP_ROWS, p.sq - r0);
-  float4* acc = reinterpret_cast<float4*>(p.dq_acc + (((i64)b * p.heads_q + h) * p.sq + r0) * p.d);
-  const int n4 = rows * p.d / 4;
-  for (int i = threadIdx.x; i < n4; i += PREP_THREADS) acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (p.dq_acc != nullptr) {
+    float4* acc = reinterpret_cast<float4*>(p.dq_acc + (((i64)b * p.heads_q + h) * p.sq + r0) * p.d);
+    const int n4 = rows * p.d / 4;
+    for (int i = threadIdx.x; i < n4; i += PREP_THREADS) acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
   // The counters of the main kernel's query blocks that start among these rows.
   if (p.dq_sem != nullptr) {
     u32* sem = p.dq_sem + ((i64)b * p.heads_q + h) * p.m_blocks;

@@ -80,6 +80,10 @@ pub struct Workspaces {
     pub attn_bwd_delta: Scratch,
     pub attn_bwd_dq_acc: Scratch,
     pub attn_bwd_dq_sem: Scratch,
+    /// The packed backward's fp32 dQ accumulator under `KILN_BWD_DQ_FUSED=2`: zeroed when
+    /// allocated, and left zero by every call (its converters zero what they read), so that no
+    /// pass zeroes it; no other kernel writes it.
+    pub attn_bwd_dq_acc_zero: Scratch,
     /// The attention backward's split tail (`KILN_BWD_TAIL`): the parts' fp32 dK and dV partials
     /// and a counter per split key block (zero between launches: the last part resets it).
     pub attn_bwd_tail: Scratch,
@@ -115,6 +119,7 @@ impl Workspaces {
             attn_bwd_delta: Scratch::new("attention backward D workspace", false),
             attn_bwd_dq_acc: Scratch::new("attention backward dQ accumulator", false),
             attn_bwd_dq_sem: Scratch::new("attention backward dQ counter", false),
+            attn_bwd_dq_acc_zero: Scratch::new("attention backward dQ accumulator kept zero", true),
             attn_bwd_tail: Scratch::new("attention backward tail partials", false),
             attn_bwd_tail_counters: Scratch::new("attention backward tail counter", true),
             attn_bwd_work: Scratch::new("attention backward work counter", true),

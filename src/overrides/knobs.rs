@@ -158,10 +158,10 @@ pub(super) static KNOBS: &[Knob] = &[
     },
     Knob {
         name: "KILN_BWD_DQ_FUSED",
-        takes: || FLAG.into(),
-        default: "0: the packed d64 backward converts dQ in a postprocess (1: in its main kernel, by the last adder of each 64 query rows)",
-        set: |o, v| put(&mut o.attention.bwd_dq_fused, or(v, false, flag)),
-        show: |o| unless(o.attention.bwd_dq_fused, false, bit),
+        takes: || "0, 1 or 2".into(),
+        default: "0: the packed backward (d64's 128-row tile, d128) converts dQ in a postprocess (1: in its main kernel, by the last adder of each 64 query rows; 2: the same, and the converters leave the fp32 accumulator zero, so that the preprocess computes D only)",
+        set: |o, v| put(&mut o.attention.bwd_dq_fused, or(v, 0, |v| number(v, 0, 2))),
+        show: |o| unless(o.attention.bwd_dq_fused, 0, |n| n.to_string()),
     },
     Knob {
         name: "KILN_BWD_DQ_KEYS",

@@ -162,10 +162,11 @@ pub struct AttentionOverrides {
     /// to back (no block past a shorter sequence's keys), for batches of at most 63 sequences.
     /// Default: false.
     pub bwd_varlen_compact: bool,
-    /// `KILN_BWD_DQ_FUSED`: the packed d64 backward converts dQ in its main kernel (the last
-    /// adder of each 64 query rows, through a writer warp) instead of a postprocess. Default:
-    /// false.
-    pub bwd_dq_fused: bool,
+    /// `KILN_BWD_DQ_FUSED`: the packed backward (d64's 128-row tile, d128) converts dQ in its
+    /// main kernel (the last adder of each 64 query rows, through a writer warp) instead of a
+    /// postprocess: 1; 2, the same with the fp32 accumulator left zero by the converters (its own
+    /// workspace; the preprocess computes D only). Default: 0.
+    pub bwd_dq_fused: u32,
     /// `KILN_BWD_VARLEN_M128`: the packed d64 backward runs `bwd_fa3_m128_fma`'s tile (128 query
     /// rows a step) instead of `bwd_fa3_lookahead`'s 64-row one. Default: true (1.09-1.11x the
     /// 64-row tile in two H200 rounds, 2026-11-30).
@@ -198,7 +199,7 @@ impl AttentionOverrides {
         bwd_pingpong: false,
         bwd_tail: None,
         bwd_varlen_compact: false,
-        bwd_dq_fused: false,
+        bwd_dq_fused: 0,
         bwd_varlen_m128: true,
         fa3_d64: None,
         fa3_d128: None,

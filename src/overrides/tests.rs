@@ -83,7 +83,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_BWD_D256_P16", "1"),
         ("KILN_BWD_DET_LPT", "1"),
         ("KILN_BWD_DET_WRITERS", "2"),
-        ("KILN_BWD_DQ_FUSED", "1"),
+        ("KILN_BWD_DQ_FUSED", "2"),
         ("KILN_BWD_DQ_KEYS", "1"),
         ("KILN_BWD_EXP_POLY", "0"),
         ("KILN_BWD_LPT", "1"),

@@ -6,6 +6,7 @@
 //! tile, support check and launch also serve `bwd_fa3_bulk_dq`, the same block with dQ staged in
 //! shared memory.
 
+use super::dq_fused::DqFused;
 use super::tail::{self, TailPlan};
 use super::{
     bwd_prep, check_aligned, check_buffers, check_shape, refuse_window, AttentionBackwardKernel,
@@ -78,10 +79,11 @@ pub struct WgmmaBwdTile {
     /// dSᵀ = Pᵀ ∘ (dPᵀ − D) in packed bf16 pairs from the rounded Pᵀ (`bwd_fa3_m128_fma`, bf16:
     /// the define `KILN_BWD_DS_PACKED`; 128 rows a step only).
     pub ds_packed: bool,
-    /// dQ converted in the main kernel by its last adder's writer warp, no postprocess
-    /// (`KILN_BWD_DQ_FUSED`: the define `KILN_BWD_DQ_FUSED`; `varlen` on the row split's tile
+    /// dQ converted in the main kernel by its last adder's writer warp, no postprocess, and
+    /// whether the converters leave the accumulator zero (`KILN_BWD_DQ_FUSED`: the define
+    /// `KILN_BWD_DQ_FUSED` 1 or 2; `varlen` on d64's row split's tile or d128's column split's
     /// only, `kernels/attention/bwd_dq_fused.cuh`).
-    pub dq_fused: bool,
+    pub dq_fused: DqFused,
     /// The grid's last partial wave of key blocks split into parts (`KILN_BWD_TAIL`:
     /// `bwd_fa3_lookahead.cu` with the define `KILN_BWD_TAIL`, the dense walk only; [`super::tail`]).
     pub tail: bool,
@@ -144,7 +146,7 @@ impl WgmmaBwdTile {
             exp_poly: 0,
             ds_packed: false,
             tail: false,
-            dq_fused: false,
+            dq_fused: DqFused::Off,
         };
         match d {
             128 => WgmmaBwdTile {
@@ -225,7 +227,7 @@ impl WgmmaBwdTile {
             64
         };
         // the fused conversion's queue past the barriers (bwd_dq_fused.cuh's FQ_BYTES, rounded)
-        let queue = if self.dq_fused { 256 } else { 0 };
+        let queue = if self.dq_fused.on() { 256 } else { 0 };
         1024 + kv + self.stages * stage + ds + vec + dq + walk + bars + queue
     }
 
@@ -286,8 +288,8 @@ impl WgmmaBwdTile {
         } else {
             spec
         };
-        let spec = if self.dq_fused {
-            spec.define("KILN_BWD_DQ_FUSED", 1)
+        let spec = if self.dq_fused.on() {
+            spec.define("KILN_BWD_DQ_FUSED", self.dq_fused.define())
         } else {
             spec
         };
@@ -514,8 +516,8 @@ pub struct PackedGrid {
     /// A host-mapped word the kernel sets to 1 on bad offsets; 0: not recorded.
     pub errors: u64,
     /// The main kernel converts dQ (`KILN_BWD_DQ_FUSED`, [`super::dq_fused`]): its counters
-    /// zeroed by the preprocess, no postprocess.
-    pub dq_fused: bool,
+    /// zeroed by the preprocess, no postprocess; `LeaveZero`, on the accumulator kept zero.
+    pub dq_fused: DqFused,
 }
 
 /// The three launches of a WGMMA backward whose main kernel is `main` (`smem` bytes of shared
@@ -545,7 +547,12 @@ pub fn launch_main(
     let a = &p.attn;
     let main = ctx.function(main)?;
     let parts = sched.dq_parts.max(1) as usize;
-    let ws = BackwardWorkspace::with_parts(ctx, p, BM as usize, parts)?;
+    // (`KILN_BWD_DQ_FUSED=2`: the accumulator kept zero, not the shared one)
+    let ws = if packed.is_some_and(|g| g.dq_fused == DqFused::LeaveZero) {
+        super::dq_fused::leave_zero_workspace(ctx, p)?
+    } else {
+        BackwardWorkspace::with_parts(ctx, p, BM as usize, parts)?
+    };
     let mut args = AttnBwdArgs::new(p, ops, &ws, BM as usize);
     if parts > 1 && p.deterministic {
         let bytes = a.batch * a.heads_q * a.seqlen_q.div_ceil(BM as usize) * parts * 4;
@@ -558,7 +565,7 @@ pub fn launch_main(
         (args.cu_q, args.cu_k, args.errors) = (g.cu_q, g.cu_k, g.errors);
         args.m_blocks = g.m_blocks as i32;
     }
-    let fused = packed.filter(|g| g.dq_fused);
+    let fused = packed.filter(|g| g.dq_fused.on());
     if let Some(g) = fused {
         args.dq_sem = super::dq_fused::counters(ctx, a, g.seqs)?;
     }
@@ -663,10 +670,11 @@ pub fn launch_main(
     // `bwd_fa3_bulk_dq`'s bulk adds). The three launches run in order on one stream.
     // (`bwd_fa3_d256_persist` waits for the preprocess in griddepcontrol.wait before it reads D
     // or adds to the accumulator: it may start while the preprocess runs)
-    // (`KILN_BWD_DQ_FUSED`: the preprocess zeroes the main kernel's counters; no postprocess)
+    // (`KILN_BWD_DQ_FUSED`: the preprocess zeroes the main kernel's counters, and under 2 leaves
+    // the accumulator, which the last call left zero; no postprocess)
     unsafe {
         if let Some(g) = fused {
-            super::dq_fused::launch_pre(ctx, &args, g.seqs)?;
+            super::dq_fused::launch_pre(ctx, &args, g.seqs, g.dq_fused)?;
         } else {
             bwd_prep::launch_pre(ctx, &mut args)?;
         }

@@ -1,18 +1,58 @@
 //! Host side of `KILN_BWD_DQ_FUSED` (`kernels/attention/bwd_dq_fused.cuh`): the packed backward's
 //! dQ converted in its main kernel, the counters that kernel keeps and how the preprocess zeroes them.
 //!
-//! The kernel counts each 64-row half of a sequence's query blocks on a u32 [heads_q][slots]
-//! array, slot `row / 64 + sequence` (`row` the packed row the half starts on), so `slots` is
+//! The kernel counts each 64-row unit of a sequence's query blocks on a u32 [heads_q][slots]
+//! array, slot `row / 64 + sequence` (`row` the packed row the unit starts on), so `slots` is
 //! `(total_q - 1) / 64 + sequences`. The preprocess zeroes counter `m` of each head when its
 //! `m_block` x `m_blocks` grid of rows holds `m`: with `m_block` 1 it zeroes the first
 //! min(slots, total_q) of them, at no cost beyond the launch it makes anyway; a batch with more
 //! slots than rows (almost every sequence empty) has them zeroed by a memset first.
+//!
+//! [`DqFused::LeaveZero`] (`KILN_BWD_DQ_FUSED=2`): the fp32 accumulator is the context's
+//! `attn_bwd_dq_acc_zero`, zeroed when it is allocated (or grows) and left zero by every call
+//! (the converters store zeros over the sums they read; every row that gets an add is converted
+//! after it), so that the preprocess computes D only: at the packed d128 batch it no
+//! longer writes 1.2 GB of zeros. A launch cannot stop part-way and leave sums behind: a kernel
+//! either completes or ends the context with a sticky error (a fault, a trap, a timeout), and a
+//! launch refused before it runs adds nothing.
 
 use super::bwd_prep;
-use super::AttnBwdArgs;
+use super::{AttnBwdArgs, BackwardProblem, BackwardWorkspace};
 use crate::device::{Context, DeviceBuffer};
 use crate::error::Result;
 use crate::ops::attention::AttentionProblem;
+
+/// What `KILN_BWD_DQ_FUSED` makes of the packed backward's dQ (the define's value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DqFused {
+    /// The postprocess converts it (no define).
+    Off,
+    /// The main kernel's last adder of each 64 query rows converts them; the preprocess zeroes the
+    /// shared accumulator (1).
+    Convert,
+    /// As `Convert`, the converters leaving the accumulator (its own workspace) zero (2).
+    LeaveZero,
+}
+
+impl DqFused {
+    /// The knob's value (0, 1, 2).
+    pub fn from_knob(n: u32) -> DqFused {
+        match n {
+            0 => DqFused::Off,
+            1 => DqFused::Convert,
+            _ => DqFused::LeaveZero,
+        }
+    }
+
+    /// The define `KILN_BWD_DQ_FUSED`'s value (0: none).
+    pub fn define(self) -> u32 {
+        self as u32
+    }
+
+    pub fn on(self) -> bool {
+        self != DqFused::Off
+    }
+}
 
 /// The counters a head holds for a packed batch of `total_q` rows in `seqs` sequences (the
 /// kernel's `fused_slots`).
@@ -27,14 +67,36 @@ pub fn counters(ctx: &Context, a: &AttentionProblem, seqs: u32) -> Result<u64> {
     ctx.scratch.attn_bwd_dq_sem.at_least(ctx, bytes)
 }
 
+/// The workspaces of a [`DqFused::LeaveZero`] launch of the packed batch whose dense view is `p`:
+/// D's, and the accumulator kept zero (not the shared one, which the other backwards leave
+/// holding sums); the counters are [`counters`].
+pub fn leave_zero_workspace(ctx: &Context, p: &BackwardProblem) -> Result<BackwardWorkspace> {
+    let a = &p.attn;
+    let s = &ctx.scratch;
+    Ok(BackwardWorkspace {
+        delta: s.attn_bwd_delta.at_least(ctx, a.lse_elems() * 4)?,
+        dq_acc: s.attn_bwd_dq_acc_zero.at_least(ctx, a.q_elems() * 4)?,
+        dq_sem: 0,
+    })
+}
+
 /// The preprocess for the fused main kernel of a packed batch in `seqs` sequences: `args` as the
 /// main kernel takes them (the counters in `dq_sem`), launched with the counters' grid
-/// (`m_block` 1, `m_blocks` the slots).
+/// (`m_block` 1, `m_blocks` the slots); under `mode` [`DqFused::LeaveZero`] it leaves the
+/// accumulator alone (D only).
 ///
 /// # Safety
 /// As [`bwd_prep::launch_pre`]; `args.dq_sem` holds [`counters`]' bytes for `args` and `seqs`.
-pub unsafe fn launch_pre(ctx: &Context, args: &AttnBwdArgs, seqs: u32) -> Result<()> {
+pub unsafe fn launch_pre(
+    ctx: &Context,
+    args: &AttnBwdArgs,
+    seqs: u32,
+    mode: DqFused,
+) -> Result<()> {
     let mut pre = *args;
+    if mode == DqFused::LeaveZero {
+        pre.dq_acc = 0;
+    }
     let n = slots(args.sq as usize, seqs);
     if n > args.sq as usize {
         // SAFETY: the counters' scratch holds heads_q x n words ([`counters`]).

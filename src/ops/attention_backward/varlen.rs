@@ -11,6 +11,7 @@
 
 use super::bwd_fa3_lookahead;
 use super::bwd_fa3_wgmma::{launch_main, supports_tile, PackedGrid, Sched, WgmmaBwdTile, BM, BN};
+use super::dq_fused::DqFused;
 use super::{check_aligned, check_buffers, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
@@ -127,7 +128,7 @@ pub fn launch_varlen(
     let o = &ctx.overrides.attention;
     let t = bwd_fa3_lookahead::varlen_tile(p.head_dim, o.bwd_varlen_m128);
     let compact = o.bwd_varlen_compact && p.batch <= COMPACT_MAX_SEQS;
-    let fused = dq_fused_applies(o.bwd_dq_fused, &t, compact);
+    let fused = dq_fused_for(o.bwd_dq_fused, &t, compact);
     let t = WgmmaBwdTile {
         varlen_compact: compact,
         dq_fused: fused,
@@ -161,11 +162,17 @@ pub fn launch_varlen(
     )
 }
 
-/// Whether `KILN_BWD_DQ_FUSED` (`on`) converts dQ in the main kernel of the packed tile `t`: on
-/// the row split's 128-row tile (d64) and the grid of sequences along z (the kernel's counters
-/// are per sequence); elsewhere the postprocess converts it, as without the knob.
-pub fn dq_fused_applies(on: bool, t: &WgmmaBwdTile, compact: bool) -> bool {
-    on && t.bm == 128 && t.dq_split == 2 && !compact
+/// What `KILN_BWD_DQ_FUSED` (`knob`: 0, 1, 2) makes of the packed tile `t`'s dQ: converted in
+/// the main kernel on the row split's 128-row tile (d64) or the column split's 64-row one (d128),
+/// with the grid of sequences along z (the kernel's counters are per sequence); elsewhere
+/// [`DqFused::Off`], the postprocess converts it, as without the knob.
+pub fn dq_fused_for(knob: u32, t: &WgmmaBwdTile, compact: bool) -> DqFused {
+    let tile = (t.bm == 128 && t.dq_split == 2) || (t.d == 128 && t.bm == BM && t.dq_split == 0);
+    if tile && !compact {
+        DqFused::from_knob(knob)
+    } else {
+        DqFused::Off
+    }
 }
 
 /// The most sequences the compact grid takes (`KILN_BWD_VARLEN_COMPACT`): a warp finds a block's
@@ -278,38 +285,58 @@ mod tests {
         crate::ops::attention_backward::assert_compiles_clean(v, &["C751", "C7507", "C7508"]);
     }
 
-    /// The fused conversion's kernels (`KILN_BWD_DQ_FUSED`) on d64's packed 128-row tile compile
-    /// for sm_90a with no local memory, no wgmma serialisation and the register split honoured
-    /// (the writer and converter warps at the producer's 24 registers); they compile when the
-    /// knob asks for them, outside the variant budget. d128's tile and the compact grid keep the
-    /// postprocess.
+    /// `KILN_BWD_DQ_FUSED` applies to d64's packed 128-row tile and d128's, on the grid of
+    /// sequences along z; the 64-row d64 tile and the compact grid keep the postprocess.
     #[test]
-    fn the_fused_conversions_variants_compile_without_spills() {
+    fn the_fused_conversion_applies_to_the_row_and_column_splits() {
+        let (d64, d128) = (
+            bwd_fa3_lookahead::varlen_tile(64, true),
+            bwd_fa3_lookahead::varlen_tile(128, true),
+        );
+        for t in [d64, d128] {
+            assert_eq!(dq_fused_for(1, &t, false), DqFused::Convert);
+            assert_eq!(dq_fused_for(2, &t, false), DqFused::LeaveZero);
+            assert_eq!(dq_fused_for(0, &t, false), DqFused::Off);
+            assert_eq!(dq_fused_for(2, &t, true), DqFused::Off);
+        }
+        let d64_rows64 = bwd_fa3_lookahead::varlen_tile(64, false);
+        assert_eq!(dq_fused_for(2, &d64_rows64, false), DqFused::Off);
+    }
+
+    /// The fused conversion's kernels (`KILN_BWD_DQ_FUSED` 1 and 2) on the packed tiles it takes,
+    /// d64's 128-row one (`dims` 64) and d128's (128), compile for sm_90a with no local memory, no
+    /// wgmma serialisation and the register split honoured (the writer and converter warps at the
+    /// producer's 24 registers); they compile when the knob asks for them, outside the variant
+    /// budget.
+    fn fused_variants_compile_clean(d: usize) {
         use crate::ops::attention::DTYPES;
-        let t = bwd_fa3_lookahead::varlen_tile(64, true);
-        assert!(dq_fused_applies(true, &t, false));
-        assert!(!dq_fused_applies(false, &t, false) && !dq_fused_applies(true, &t, true));
-        assert!(!dq_fused_applies(
-            true,
-            &bwd_fa3_lookahead::varlen_tile(128, true),
-            false
-        ));
-        assert!(!dq_fused_applies(
-            true,
-            &bwd_fa3_lookahead::varlen_tile(64, false),
-            false
-        ));
-        let f = WgmmaBwdTile {
-            dq_fused: true,
-            ..t
-        };
-        assert!(f.smem_bytes() <= 227 * 1024);
-        let v: Vec<_> = DTYPES.iter().map(|&dt| f.spec("sm_90a", dt)).collect();
-        for s in &v {
-            assert!(s.label().contains("KILN_BWD_DQ_FUSED=1"), "{}", s.label());
+        let t = bwd_fa3_lookahead::varlen_tile(d, true);
+        let mut v = Vec::new();
+        for mode in [DqFused::Convert, DqFused::LeaveZero] {
+            let f = WgmmaBwdTile {
+                dq_fused: mode,
+                ..t
+            };
+            assert!(f.smem_bytes() <= 227 * 1024);
+            for dt in DTYPES {
+                let s = f.spec("sm_90a", dt);
+                let want = format!("KILN_BWD_DQ_FUSED={}", mode.define());
+                assert!(s.label().contains(&want), "{}", s.label());
+                v.push(s);
+            }
         }
         assert!(!t.spec("sm_90a", DTYPES[0]).label().contains("FUSED"));
         crate::ops::attention_backward::assert_compiles_clean(v, &["C751", "C7507", "C7508"]);
+    }
+
+    #[test]
+    fn the_fused_conversions_d64_variants_compile_without_spills() {
+        fused_variants_compile_clean(64);
+    }
+
+    #[test]
+    fn the_fused_conversions_d128_variants_compile_without_spills() {
+        fused_variants_compile_clean(128);
     }
 
     #[test]

@@ -47,6 +47,7 @@
 #include "moe/fp4_epilogue.cuh"
 #include "moe/fp4_order.cuh"
 #include "moe/fp4_weights.cuh"
+#include "moe/trace.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || \
     !defined(KILN_SMEM) || !defined(KILN_CTAS)
@@ -104,6 +105,13 @@ static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order
 #define FP4_WMAP_PARAM , const __grid_constant__ TmaMap tma_w
 #else
 #define FP4_WMAP_PARAM
+#endif
+// KILN_MOE_TRACE (`kiln moe bench --weights F --timeline`, never dispatched): the CTAs stamp their
+// phases into a last parameter (moe/trace.cuh), beside the prefix kernel's.
+#if KILN_MOE_TRACE
+#define FP4_TRACE_PARAM , u64* moe_trace
+#else
+#define FP4_TRACE_PARAM
 #endif
 constexpr bool kMmaSync = KILN_FP4_MMA;
 // KILN_FP4_EPI (`KILN_FP4_EPI=ahead|defer`, the tiles of 64-256 tokens): 1 loads all of a tile's
@@ -238,6 +246,9 @@ struct Fp4Ctx {
   u32 base;
   MbarRing<STAGES> ring;
   int katoms, c, t, lane;
+#if KILN_MOE_TRACE
+  u64* trace;
+#endif
 };
 
 // Keeps the compiler from reusing a batch's A registers before the batch has been waited for.
@@ -263,6 +274,9 @@ constexpr bool kTwoInFlight = MB * TT / 2 <= 32;
 // stage) instead of in the uniform datapath.
 __device__ __forceinline__ int fp4_wait_stage(const Fp4Ctx& x, u32 it) {
   const int s = x.ring.wait_full(it);
+#if KILN_MOE_TRACE
+  if (x.c == 0 && x.t == 0) moe_stamp_full(x.trace, it, x.katoms - 1);
+#endif
   return kTwoInFlight ? __shfl_sync(0xffffffffu, s, 0) : s;
 }
 
@@ -464,7 +478,8 @@ __device__ __forceinline__ bool fp4_split_sum(const Fp4Split& sx, int st, int sp
 }
 
 extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
-    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM) {
+    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM
+                        FP4_TRACE_PARAM) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzle of X follows absolute address bits
@@ -473,16 +488,28 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
   int* table = ring.slot + 2;
 
   const int E = p.experts;
+#if KILN_MOE_TRACE
+  if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_ENTRY);
+#endif
   if (threadIdx.x == 0) {
     stages.init(8);  // lane 0 of each consumer warp
     ring.init(8);
     mbar_fence_init();
   }
+#if KILN_MOE_TRACE
+  if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_SETUP);
+#endif
   // KILN_FP4_PDL: launched as moe_tile_prefix's programmatic dependent, the CTAs have set up
   // their barriers while it ran; its tables are read from here on.
   if constexpr (KILN_FP4_PDL) grid_dependency_wait();
+#if KILN_MOE_TRACE
+  if (KILN_FP4_PDL && threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_DEP_WAIT);
+#endif
   moe_load_tables(table, p.sched, E);
   __syncthreads();
+#if KILN_MOE_TRACE
+  if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_TABLES);
+#endif
 
   const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
   // The last wave's split (see the top): a last wave over half full stays whole.
@@ -519,6 +546,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
         int u = blockIdx.x;
         for (int j = 0;; ++j) {
           ring.publish(j, u);
+#if KILN_MOE_TRACE
+          if (u >= units) moe_stamp(moe_trace, blockIdx.x, MT_LAST_LOADS);
+#endif
           if (u >= units) break;
           int t, sp, ns, kb0, kb1;
           fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
@@ -564,6 +594,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
 #pragma unroll
                 for (int a = 0; a < 2 * MB; ++a)
                   bulk_copy_g2s(fp4_w_at(base, s0, a), src + a * block_bytes, RUN * FP4_ATOM_BYTES, stages.full(s0));
+#if KILN_MOE_TRACE
+                if (it == 0) moe_stamp(moe_trace, blockIdx.x, MT_FIRST_LOADS);
+#endif
                 i += RUN - 1;
                 it += RUN - 1;
                 continue;
@@ -584,6 +617,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
 #endif
               }
             });
+#if KILN_MOE_TRACE
+            if (it == 0) moe_stamp(moe_trace, blockIdx.x, MT_FIRST_LOADS);
+#endif
           }
           u = (int)gridDim.x + atomicAdd(counter, 1);
         }
@@ -596,6 +632,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
         x.c = c;
         x.t = threadIdx.x % 128;
         x.lane = threadIdx.x % 32;
+#if KILN_MOE_TRACE
+        x.trace = moe_trace;
+#endif
         u32 it = 0;
         // KILN_FP4_EPI: this consumer's packed results of its last tile (2: not yet stored)
         Fp4Packed<TT / 8> done;
@@ -616,6 +655,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           fp4_dispatch<TT>(width, x, acc, it, [&] {
             if constexpr (EPI == 2) fp4_flush(p, x.t, done);
           });
+#if KILN_MOE_TRACE
+          if (c == 0 && x.t == 0) moe_stamp(moe_trace, blockIdx.x, MT_MAIN_END);
+#endif
           if (kSplit && ns > 1 && !fp4_split_sum(sx, t - split_from, sp, ns, acc)) continue;
           if constexpr (EPI > 0) {
             const int expert = ids[tile.expert];
@@ -634,5 +676,8 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           }
         }
         if constexpr (EPI == 2) fp4_flush(p, x.t, done);  // the last tile's
+#if KILN_MOE_TRACE
+        if (x.t == 0) moe_stamp(moe_trace, blockIdx.x, c == 0 ? MT_C0_END : MT_C1_END);
+#endif
       });
 }

@@ -68,6 +68,18 @@
 #if !defined(KILN_FP4_PDL)
 #define KILN_FP4_PDL 0
 #endif
+// KILN_FP4_OWN (`KILN_FP4_PDL=own`, the wide tiles' dependent launch over at most MOE_SORT_MAX
+// experts, its tables built just before): warp 0 of each CTA builds the tables itself, into shared
+// memory, from the rows the prefix kernel reads (a last parameter, Fp4Rows), instead of waiting for
+// the prefix kernel's and loading them; only the producer waits for it, before it takes a tile from
+// the counter the prefix kernel zeroes. The expert ids then come from shared memory too (the
+// producer's first copy waited for one from L2). Why: the first tile's loads wait neither for the
+// prefix kernel's end (its rows' DRAM latency, its stores, the grid's completion) nor for two L2
+// round trips after it (docs/moe.md, ledger F223).
+#if !defined(KILN_FP4_OWN)
+#define KILN_FP4_OWN 0
+#endif
+static_assert(!KILN_FP4_OWN || KILN_FP4_PDL, "KILN_FP4_OWN is the dependent launch's");
 // KILN_FP4_PREFETCH=D (the decode tiles, `KILN_FP4_PREFETCH=D`): the producer asks L2 for each
 // weight atom D stages before its stage is filled (a tile's first D at its start, one copy a
 // block). The ncu profile of the 512-row decode (53c7c5d) had the consumers waiting for full
@@ -112,6 +124,17 @@ static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order
 #define FP4_TRACE_PARAM , u64* moe_trace
 #else
 #define FP4_TRACE_PARAM
+#endif
+// What KILN_FP4_OWN's CTAs build their tables from (moe_tile_prefix's arguments), laid out as
+// `Fp4Rows` in src/ops/moe/fp4/kernel.rs.
+struct Fp4Rows {
+  const int* rows_in;  // offsets [E + 1] (masked 0) or counts [E] (masked 1)
+  int x_rows, max_rows, masked, bm;
+};
+#if KILN_FP4_OWN
+#define FP4_OWN_PARAM , const Fp4Rows own
+#else
+#define FP4_OWN_PARAM
 #endif
 constexpr bool kMmaSync = KILN_FP4_MMA;
 // KILN_FP4_EPI (`KILN_FP4_EPI=ahead|defer`, the tiles of 64-256 tokens): 1 loads all of a tile's
@@ -194,6 +217,8 @@ __device__ __forceinline__ u32 fp4_w_at(u32 base, int s, int a) {
 
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
+static_assert(!KILN_FP4_OWN || 4 * MOE_SORT_MAX + 2 <= TABLE_BYTES / 4,
+              "KILN_FP4_OWN's tables (4E + 2 ints, ids included) fit the table's shared memory");
 
 // The last-wave split's workspace, laid out as `Fp4Split` in src/ops/moe/fp4/kernel.rs: ws holds
 // up to gridDim.x partial tiles of 256 x NA floats, counters gridDim.x / 2 zeros (with balance,
@@ -479,7 +504,7 @@ __device__ __forceinline__ bool fp4_split_sum(const Fp4Split& sx, int st, int sp
 
 extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
     moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM
-                        FP4_TRACE_PARAM) {
+                        FP4_OWN_PARAM FP4_TRACE_PARAM) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzle of X follows absolute address bits
@@ -499,6 +524,12 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
 #if KILN_MOE_TRACE
   if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_SETUP);
 #endif
+#if KILN_FP4_OWN
+  // the tables, ids included (4E + 2 ints: the host keeps E <= MOE_SORT_MAX), as the prefix
+  // kernel builds them, sorted
+  if (threadIdx.x < 32)
+    moe_build_tables(own.rows_in, table, E, own.x_rows, own.max_rows, own.masked, own.bm, 1, 0, threadIdx.x);
+#else
   // KILN_FP4_PDL: launched as moe_tile_prefix's programmatic dependent, the CTAs have set up
   // their barriers while it ran; its tables are read from here on.
   if constexpr (KILN_FP4_PDL) grid_dependency_wait();
@@ -506,6 +537,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
   if (KILN_FP4_PDL && threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_DEP_WAIT);
 #endif
   moe_load_tables(table, p.sched, E);
+#endif
   __syncthreads();
 #if KILN_MOE_TRACE
   if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_TABLES);
@@ -532,7 +564,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
   }
   const int units = split_from + (tiles - split_from) * splits;
   int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
-  const int* ids = p.sched + moe_table_ints(E) + 1;
+  const int* ids = (KILN_FP4_OWN ? table : p.sched) + moe_table_ints(E) + 1;
   const int wg = warpgroup_index();
 
   ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
@@ -621,6 +653,14 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
             if (it == 0) moe_stamp(moe_trace, blockIdx.x, MT_FIRST_LOADS);
 #endif
           }
+#if KILN_FP4_OWN
+          if (j == 0) {
+            grid_dependency_wait();  // the prefix kernel has zeroed the counter
+#if KILN_MOE_TRACE
+            moe_stamp(moe_trace, blockIdx.x, MT_DEP_WAIT);
+#endif
+          }
+#endif
           u = (int)gridDim.x + atomicAdd(counter, 1);
         }
       },

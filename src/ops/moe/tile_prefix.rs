@@ -52,6 +52,15 @@ pub fn launch_traced(
     launch_stamped(ctx, p, ops, bm, sorted, 0, Some(trace.prefix()))
 }
 
+/// The kernel's (x_rows, max_rows, masked) arguments for `p`'s rows: X's rows, and the masked
+/// layout's rows an expert (0 for contiguous offsets).
+pub fn rows_args(p: &MoeProblem) -> (i32, i32, i32) {
+    match &p.rows {
+        super::Rows::Masked { max_rows, .. } => (p.x_rows() as i32, *max_rows as i32, 1),
+        super::Rows::Contiguous { .. } => (p.x_rows() as i32, 0, 0),
+    }
+}
+
 fn launch_stamped(
     ctx: &Context,
     p: &MoeProblem,
@@ -70,10 +79,7 @@ fn launch_stamped(
     let mut sched = ops.sched.ptr();
     let mut experts = p.experts as i32;
     let mut x_rows = p.x_rows() as i32;
-    let (mut max_rows, mut masked) = match &p.rows {
-        super::Rows::Masked { max_rows, .. } => (*max_rows as i32, 1i32),
-        super::Rows::Contiguous { .. } => (0, 0),
-    };
+    let (_, mut max_rows, mut masked) = rows_args(p);
     let mut bm = bm as i32;
     let mut sorted = sorted as i32;
     let mut fold = fold as i32;

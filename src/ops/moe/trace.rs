@@ -130,7 +130,8 @@ mod tests {
 
     /// The traced variants `--timeline` launches compile clean (no spills): the prefix kernel,
     /// kiln's bf16 grouped GEMM at 128x128, the 4-bit grouped GEMM's 128- and 160-token tiles
-    /// (one expert of 200 and 300 rows) and the decode tile, both formats.
+    /// (one expert of 200 and 300 rows) and the decode tile, both formats; and the 128-token tile
+    /// building its own tables (`KILN_FP4_PDL=own`), with and without the stamps.
     #[test]
     fn the_traced_variants_compile_clean() {
         use crate::ops::gemm::DType;
@@ -167,6 +168,11 @@ mod tests {
                     tile,
                 )));
             }
+            // KILN_FP4_PDL=own (ledger F223), alone and traced
+            let own = Fp4Experts::spec("sm_90a", DType::Bf16, f, false, Fp4Tile::gemm_wide(128))
+                .define("KILN_FP4_OWN", 1);
+            specs.push(traced(own.clone()));
+            specs.push(own);
         }
         crate::jit::testing::assert_compile_clean(&specs);
     }

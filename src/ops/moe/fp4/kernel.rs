@@ -495,6 +495,22 @@ pub struct Fp4Args {
     pub by_expert: i32,
 }
 
+/// The kernel's `Fp4Rows` (`KILN_FP4_PDL=own`): what each CTA builds its tables from,
+/// `moe_tile_prefix`'s arguments.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Fp4Rows {
+    pub rows_in: u64,
+    pub x_rows: i32,
+    pub max_rows: i32,
+    pub masked: i32,
+    pub bm: i32,
+}
+
+/// The most experts `KILN_FP4_PDL=own`'s CTAs build their tables for: the prefix kernel's
+/// `MOE_SORT_MAX` (it sorts up to that many; each CTA's warp 0 redoes its work).
+pub const OWN_TABLES_MAX_EXPERTS: usize = 64;
+
 /// The kernel's `Fp4Split`: the last wave's split workspace (see the kernel's top comment).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -994,7 +1010,25 @@ impl Fp4Experts {
         if pdl_unsorted {
             spec = spec.define("KILN_FP4_PDL", 1);
         }
-        let pdl = pdl_unsorted || (o.fp4_pdl_wide && tile.tt >= 64 && tile.path == Fp4Path::Rs);
+        let pdl_wide = o.fp4_pdl_wide && tile.tt >= 64 && tile.path == Fp4Path::Rs;
+        let pdl = pdl_unsorted || pdl_wide;
+        // KILN_FP4_PDL=own: the dependent CTAs build the tables themselves from the rows, where
+        // the prefix kernel builds them just before (its rows then hold what the tables say)
+        let own = pdl_wide
+            && o.fp4_own_tables
+            && (build_tables || trace.is_some())
+            && p.experts <= OWN_TABLES_MAX_EXPERTS;
+        if own {
+            spec = spec.define("KILN_FP4_OWN", 1);
+        }
+        let (x_rows, max_rows, masked) = tile_prefix::rows_args(p);
+        let mut rows = Fp4Rows {
+            rows_in: ops.rows.ptr(),
+            x_rows,
+            max_rows,
+            masked,
+            bm: tile.tt as i32,
+        };
         // KILN_FP4_PREFETCH=D: the decode tiles' weight atoms asked of L2 D stages ahead
         if prefetch > 0 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_PREFETCH", prefetch);
@@ -1126,11 +1160,16 @@ impl Fp4Experts {
         if let Some(m) = map_w.as_mut() {
             params.push(m.as_param());
         }
+        if own {
+            params.push(&mut rows as *mut Fp4Rows as *mut c_void);
+        }
         if trace.is_some() {
             params.push(&mut stamps as *mut u64 as *mut c_void);
         }
         // SAFETY: the register path's kernel takes (TmaMap, Fp4Args, Fp4Split) in this order,
         // under KILN_FP4_WTMA (defined exactly when `map_w` is built) the weights' TmaMap next,
+        // under KILN_FP4_OWN (defined exactly when `own`) the rows' Fp4Rows next (the rows buffer
+        // `check` has matched, and which the prefix kernel reads too),
         // and under KILN_MOE_TRACE (defined exactly when `trace` is given) the trace buffer's
         // u64* last (`TraceBuffer::gemm` has checked its room for this grid), over the `l.experts * l.expert_bytes()` bytes `check` has matched to `ops.w`; the
         // shared-memory path's the first two. The map addresses X, the args Y, the weights, the

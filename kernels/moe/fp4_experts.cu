@@ -526,7 +526,8 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
 #endif
 #if KILN_FP4_OWN
   // the tables, ids included (4E + 2 ints: the host keeps E <= MOE_SORT_MAX), as the prefix
-  // kernel builds them, sorted
+  // kernel builds them, sorted; X's map asked for meanwhile (the producer's first copy needs it)
+  if (threadIdx.x == 0) tma_prefetch(&tma_x);
   if (threadIdx.x < 32)
     moe_build_tables(own.rows_in, table, E, own.x_rows, own.max_rows, own.masked, own.bm, 1, 0, threadIdx.x);
 #else

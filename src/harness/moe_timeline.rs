@@ -72,11 +72,22 @@ fn since_prefix(traces: &[MoeTrace], e: usize, prefix: bool) -> Vec<f64> {
     v
 }
 
-/// Per CTA, the cycles from each stamped event to the next stamped one, keyed by the pair.
+/// Events off a CTA's path from entry to consumer 0's stores (the producer's last loads and
+/// consumer 1's stores run beside it), left out of its steps.
+const BESIDE: [usize; 2] = [5, 15];
+/// The dependency wait's event: on the path where it comes before the tables (`KILN_FP4_PDL=own`
+/// waits after its first tile's loads instead).
+const DEP_WAIT: usize = 2;
+const TABLES: usize = 3;
+
+/// Per CTA, the cycles from each stamped event of its path to the next, keyed by the pair.
 fn steps(traces: &[MoeTrace]) -> Vec<((usize, usize), f64)> {
     let mut v = Vec::new();
     for s in traces.iter().flat_map(|t| &t.ctas) {
-        let set: Vec<usize> = (0..EVENTS).filter(|&e| s.ns[e] != 0).collect();
+        let late_wait = s.clk[DEP_WAIT] > s.clk[TABLES];
+        let set: Vec<usize> = (0..EVENTS)
+            .filter(|&e| s.ns[e] != 0 && !BESIDE.contains(&e) && !(e == DEP_WAIT && late_wait))
+            .collect();
         for w in set.windows(2) {
             v.push(((w[0], w[1]), s.clk[w[1]].wrapping_sub(s.clk[w[0]]) as f64));
         }

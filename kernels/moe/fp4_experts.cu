@@ -273,6 +273,7 @@ struct Fp4Ctx {
   int katoms, c, t, lane;
 #if KILN_MOE_TRACE
   u64* trace;
+  mutable u32 stamp_next;  // the ring iteration this thread stamps next (moe/trace.cuh)
 #endif
 };
 
@@ -300,7 +301,7 @@ constexpr bool kTwoInFlight = MB * TT / 2 <= 32;
 __device__ __forceinline__ int fp4_wait_stage(const Fp4Ctx& x, u32 it) {
   const int s = x.ring.wait_full(it);
 #if KILN_MOE_TRACE
-  if (x.c == 0 && x.t == 0) moe_stamp_full(x.trace, it, x.katoms - 1);
+  if (it == x.stamp_next) x.stamp_next = moe_stamp_full(x.trace, it, x.katoms - 1);
 #endif
   return kTwoInFlight ? __shfl_sync(0xffffffffu, s, 0) : s;
 }
@@ -675,6 +676,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
         x.lane = threadIdx.x % 32;
 #if KILN_MOE_TRACE
         x.trace = moe_trace;
+        x.stamp_next = c == 0 && x.t == 0 ? 0u : MOE_STAMP_NEVER;
 #endif
         u32 it = 0;
         // KILN_FP4_EPI: this consumer's packed results of its last tile (2: not yet stored)

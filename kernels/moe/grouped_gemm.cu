@@ -216,7 +216,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           };
 #if KILN_MOE_TRACE
           const bool stamps = c == 0 && threadIdx.x % 128 == 0;
-          const MoeTracedRing<decltype(ring)> traced{ring, moe_trace, (u32)kblocks - 1, stamps};
+          const MoeTracedRing<decltype(ring)> traced{ring, moe_trace, (u32)kblocks - 1,
+                                                     stamps && it == 0 ? 0u : MOE_STAMP_NEVER};
           const int prev = ws_kloop(traced, it, kblocks, c, mma, release);
 #else
           const int prev = ws_kloop(ring, it, kblocks, c, mma, release);

@@ -53,9 +53,15 @@ __device__ __forceinline__ void moe_stamp(u64* trace, int rec, int e) {
   }
 }
 
-// Consumer 0's stamp after its wait for ring iteration `it` (its first unit's iterations 0 ..
-// last): the iterations MT_FULL_* name; none for the others.
-__device__ __forceinline__ void moe_stamp_full(u64* trace, u32 it, u32 last) {
+// Consumer 0's stamps after its waits for ring iterations 0, 1, 2, 4, 8, 16 and `last` (its
+// first unit's last), the MT_FULL_* events. A loop checks one register per stage against the next
+// iteration to stamp (MOE_STAMP_NEVER in every other thread) and calls this, out of line, only
+// there: round 1's form (a chain of compares in the stamping lane at every stage, inlined at
+// every wait) added ~930 instructions to the 4-bit kernel and ~110-170 cycles to its stage
+// (docs/moe.md, ledger F222). Returns the next iteration to stamp.
+constexpr u32 MOE_STAMP_NEVER = 0xffffffffu;
+#if KILN_MOE_TRACE
+__device__ __noinline__ u32 moe_stamp_full(u64* trace, u32 it, u32 last) {
   if constexpr (MOE_TRACE) {
     const int e = it == 0    ? MT_FULL_0
                   : it == 1  ? MT_FULL_1
@@ -67,19 +73,24 @@ __device__ __forceinline__ void moe_stamp_full(u64* trace, u32 it, u32 last) {
     if (e >= 0) moe_stamp(trace, blockIdx.x, e);
     if (it == last) moe_stamp(trace, blockIdx.x, MT_FULL_LAST);
   }
+  if (it >= last) return MOE_STAMP_NEVER;
+  const u32 next = it == 0 ? 1 : it < 16 ? 2 * it : last;
+  return next < last ? next : last;
 }
 
-// A ring whose wait_full stamps consumer 0's MT_FULL_* events (`on`: this thread stamps), for the
-// kernels whose K loop is common/ws_pipeline.cuh's ws_kloop.
+// A ring whose wait_full stamps consumer 0's MT_FULL_* events (`next`: the iteration this thread
+// stamps next, MOE_STAMP_NEVER in the others), for the kernels whose K loop is
+// common/ws_pipeline.cuh's ws_kloop.
 template <class Ring>
 struct MoeTracedRing {
   const Ring& ring;
   u64* trace;
   u32 last;
-  bool on;
+  mutable u32 next;
   __device__ __forceinline__ int wait_full(u32 it) const {
     const int s = ring.wait_full(it);
-    if (on) moe_stamp_full(trace, it, last);
+    if (it == next) next = moe_stamp_full(trace, it, last);
     return s;
   }
 };
+#endif

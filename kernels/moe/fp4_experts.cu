@@ -47,6 +47,7 @@
 #include "moe/fp4_epilogue.cuh"
 #include "moe/fp4_order.cuh"
 #include "moe/fp4_weights.cuh"
+#include "moe/trace.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_TT) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || \
     !defined(KILN_SMEM) || !defined(KILN_CTAS)
@@ -67,6 +68,18 @@
 #if !defined(KILN_FP4_PDL)
 #define KILN_FP4_PDL 0
 #endif
+// KILN_FP4_OWN (`KILN_FP4_PDL=own`, the wide tiles' dependent launch over at most MOE_SORT_MAX
+// experts, its tables built just before): warp 0 of each CTA builds the tables itself, into shared
+// memory, from the rows the prefix kernel reads (a last parameter, Fp4Rows), instead of waiting for
+// the prefix kernel's and loading them; only the producer waits for it, before it takes a tile from
+// the counter the prefix kernel zeroes. The expert ids then come from shared memory too (the
+// producer's first copy waited for one from L2). Why: the first tile's loads wait neither for the
+// prefix kernel's end (its rows' DRAM latency, its stores, the grid's completion) nor for two L2
+// round trips after it (docs/moe.md, ledger F223).
+#if !defined(KILN_FP4_OWN)
+#define KILN_FP4_OWN 0
+#endif
+static_assert(!KILN_FP4_OWN || KILN_FP4_PDL, "KILN_FP4_OWN is the dependent launch's");
 // KILN_FP4_PREFETCH=D (the decode tiles, `KILN_FP4_PREFETCH=D`): the producer asks L2 for each
 // weight atom D stages before its stage is filled (a tile's first D at its start, one copy a
 // block). The ncu profile of the 512-row decode (53c7c5d) had the consumers waiting for full
@@ -104,6 +117,24 @@ static_assert(!(STAGGER && PREFETCH > 0), "KILN_FP4_STAGGER walks K out of order
 #define FP4_WMAP_PARAM , const __grid_constant__ TmaMap tma_w
 #else
 #define FP4_WMAP_PARAM
+#endif
+// KILN_MOE_TRACE (`kiln moe bench --weights F --timeline`, never dispatched): the CTAs stamp their
+// phases into a last parameter (moe/trace.cuh), beside the prefix kernel's.
+#if KILN_MOE_TRACE
+#define FP4_TRACE_PARAM , u64* moe_trace
+#else
+#define FP4_TRACE_PARAM
+#endif
+// What KILN_FP4_OWN's CTAs build their tables from (moe_tile_prefix's arguments), laid out as
+// `Fp4Rows` in src/ops/moe/fp4/kernel.rs.
+struct Fp4Rows {
+  const int* rows_in;  // offsets [E + 1] (masked 0) or counts [E] (masked 1)
+  int x_rows, max_rows, masked, bm;
+};
+#if KILN_FP4_OWN
+#define FP4_OWN_PARAM , const Fp4Rows own
+#else
+#define FP4_OWN_PARAM
 #endif
 constexpr bool kMmaSync = KILN_FP4_MMA;
 // KILN_FP4_EPI (`KILN_FP4_EPI=ahead|defer`, the tiles of 64-256 tokens): 1 loads all of a tile's
@@ -186,6 +217,8 @@ __device__ __forceinline__ u32 fp4_w_at(u32 base, int s, int a) {
 
 static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + MOE_RING_BYTES + TABLE_BYTES,
               "KILN_SMEM (declared by the host) is smaller than the stages, ring and tables need");
+static_assert(!KILN_FP4_OWN || 4 * MOE_SORT_MAX + 2 <= TABLE_BYTES / 4,
+              "KILN_FP4_OWN's tables (4E + 2 ints, ids included) fit the table's shared memory");
 
 // The last-wave split's workspace, laid out as `Fp4Split` in src/ops/moe/fp4/kernel.rs: ws holds
 // up to gridDim.x partial tiles of 256 x NA floats, counters gridDim.x / 2 zeros (with balance,
@@ -238,6 +271,10 @@ struct Fp4Ctx {
   u32 base;
   MbarRing<STAGES> ring;
   int katoms, c, t, lane;
+#if KILN_MOE_TRACE
+  u64* trace;
+  mutable u32 stamp_next;  // the ring iteration this thread stamps next (moe/trace.cuh)
+#endif
 };
 
 // Keeps the compiler from reusing a batch's A registers before the batch has been waited for.
@@ -263,6 +300,9 @@ constexpr bool kTwoInFlight = MB * TT / 2 <= 32;
 // stage) instead of in the uniform datapath.
 __device__ __forceinline__ int fp4_wait_stage(const Fp4Ctx& x, u32 it) {
   const int s = x.ring.wait_full(it);
+#if KILN_MOE_TRACE
+  if (it == x.stamp_next) x.stamp_next = moe_stamp_full(x.trace, it, x.katoms - 1);
+#endif
   return kTwoInFlight ? __shfl_sync(0xffffffffu, s, 0) : s;
 }
 
@@ -464,7 +504,8 @@ __device__ __forceinline__ bool fp4_split_sum(const Fp4Split& sx, int st, int sp
 }
 
 extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
-    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM) {
+    moe_fp4_experts(const __grid_constant__ TmaMap tma_x, const Fp4Args p, const Fp4Split sx FP4_WMAP_PARAM
+                        FP4_OWN_PARAM FP4_TRACE_PARAM) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzle of X follows absolute address bits
@@ -473,16 +514,36 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
   int* table = ring.slot + 2;
 
   const int E = p.experts;
+#if KILN_MOE_TRACE
+  if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_ENTRY);
+#endif
   if (threadIdx.x == 0) {
     stages.init(8);  // lane 0 of each consumer warp
     ring.init(8);
     mbar_fence_init();
   }
+#if KILN_MOE_TRACE
+  if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_SETUP);
+#endif
+#if KILN_FP4_OWN
+  // the tables, ids included (4E + 2 ints: the host keeps E <= MOE_SORT_MAX), as the prefix
+  // kernel builds them, sorted; X's map asked for meanwhile (the producer's first copy needs it)
+  if (threadIdx.x == 0) tma_prefetch(&tma_x);
+  if (threadIdx.x < 32)
+    moe_build_tables(own.rows_in, table, E, own.x_rows, own.max_rows, own.masked, own.bm, 1, 0, threadIdx.x);
+#else
   // KILN_FP4_PDL: launched as moe_tile_prefix's programmatic dependent, the CTAs have set up
   // their barriers while it ran; its tables are read from here on.
   if constexpr (KILN_FP4_PDL) grid_dependency_wait();
+#if KILN_MOE_TRACE
+  if (KILN_FP4_PDL && threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_DEP_WAIT);
+#endif
   moe_load_tables(table, p.sched, E);
+#endif
   __syncthreads();
+#if KILN_MOE_TRACE
+  if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_TABLES);
+#endif
 
   const int tiles_m = table[E], tiles = tiles_m * p.tiles_n;
   // The last wave's split (see the top): a last wave over half full stays whole.
@@ -505,7 +566,7 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
   }
   const int units = split_from + (tiles - split_from) * splits;
   int* counter = const_cast<int*>(p.sched) + moe_table_ints(E);
-  const int* ids = p.sched + moe_table_ints(E) + 1;
+  const int* ids = (KILN_FP4_OWN ? table : p.sched) + moe_table_ints(E) + 1;
   const int wg = warpgroup_index();
 
   ws_roles<PRODUCER_REGS, CONSUMER_REGS>(
@@ -519,6 +580,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
         int u = blockIdx.x;
         for (int j = 0;; ++j) {
           ring.publish(j, u);
+#if KILN_MOE_TRACE
+          if (u >= units) moe_stamp(moe_trace, blockIdx.x, MT_LAST_LOADS);
+#endif
           if (u >= units) break;
           int t, sp, ns, kb0, kb1;
           fp4_unit(u, split_from, splits, p.katoms, t, sp, ns, kb0, kb1);
@@ -564,6 +628,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
 #pragma unroll
                 for (int a = 0; a < 2 * MB; ++a)
                   bulk_copy_g2s(fp4_w_at(base, s0, a), src + a * block_bytes, RUN * FP4_ATOM_BYTES, stages.full(s0));
+#if KILN_MOE_TRACE
+                if (it == 0) moe_stamp(moe_trace, blockIdx.x, MT_FIRST_LOADS);
+#endif
                 i += RUN - 1;
                 it += RUN - 1;
                 continue;
@@ -584,7 +651,18 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
 #endif
               }
             });
+#if KILN_MOE_TRACE
+            if (it == 0) moe_stamp(moe_trace, blockIdx.x, MT_FIRST_LOADS);
+#endif
           }
+#if KILN_FP4_OWN
+          if (j == 0) {
+            grid_dependency_wait();  // the prefix kernel has zeroed the counter
+#if KILN_MOE_TRACE
+            moe_stamp(moe_trace, blockIdx.x, MT_DEP_WAIT);
+#endif
+          }
+#endif
           u = (int)gridDim.x + atomicAdd(counter, 1);
         }
       },
@@ -596,6 +674,10 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
         x.c = c;
         x.t = threadIdx.x % 128;
         x.lane = threadIdx.x % 32;
+#if KILN_MOE_TRACE
+        x.trace = moe_trace;
+        x.stamp_next = c == 0 && x.t == 0 ? 0u : MOE_STAMP_NEVER;
+#endif
         u32 it = 0;
         // KILN_FP4_EPI: this consumer's packed results of its last tile (2: not yet stored)
         Fp4Packed<TT / 8> done;
@@ -616,6 +698,9 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           fp4_dispatch<TT>(width, x, acc, it, [&] {
             if constexpr (EPI == 2) fp4_flush(p, x.t, done);
           });
+#if KILN_MOE_TRACE
+          if (c == 0 && x.t == 0) moe_stamp(moe_trace, blockIdx.x, MT_MAIN_END);
+#endif
           if (kSplit && ns > 1 && !fp4_split_sum(sx, t - split_from, sp, ns, acc)) continue;
           if constexpr (EPI > 0) {
             const int expert = ids[tile.expert];
@@ -634,5 +719,8 @@ extern "C" __global__ void __launch_bounds__(384, KILN_CTAS)
           }
         }
         if constexpr (EPI == 2) fp4_flush(p, x.t, done);  // the last tile's
+#if KILN_MOE_TRACE
+        if (x.t == 0) moe_stamp(moe_trace, blockIdx.x, c == 0 ? MT_C0_END : MT_C1_END);
+#endif
       });
 }

@@ -42,12 +42,17 @@
 //   KILN_COMBINE = 2  row r is stored times p.route[r] in its own row (the rows the ordered,
 //                     deterministic combine then sums per token).
 // Single CTAs only (KILN_CLUSTER = 1); KILN_GATHER = KILN_COMBINE = 0 is the plain kernel.
+//
+// KILN_MOE_TRACE = 1 (`kiln moe bench --weights F --timeline`: kiln's bf16 kernel beside the 4-bit
+// one, never dispatched; the plain kernel only): the CTAs stamp their phases into a last
+// parameter (moe/trace.cuh).
 #include "common/tma_3d.cuh"
 #include "common/wgmma_ss.cuh"
 #include "common/ws_pipeline.cuh"
 #include "moe/epilogue.cuh"
 #include "moe/gather.cuh"
 #include "moe/sched.cuh"
+#include "moe/trace.cuh"
 
 #if !defined(KILN_BM) || !defined(KILN_BN) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_CLUSTER) || \
     !defined(KILN_SMEM) || !defined(KILN_GATHER) || !defined(KILN_COMBINE)
@@ -79,7 +84,11 @@ static_assert(KILN_SMEM >= 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + TABLE_
               "KILN_SMEM (declared by the host) is smaller than the stages and tables need");
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-    moe_grouped_gemm(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w, const MoeArgs p) {
+    moe_grouped_gemm(const __grid_constant__ TmaMap tma_x, const __grid_constant__ TmaMap tma_w, const MoeArgs p
+#if KILN_MOE_TRACE
+                     , u64* moe_trace
+#endif
+    ) {
   extern __shared__ unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = smem_align1024(smem_raw);  // the 128B swizzle follows absolute address bits
@@ -88,12 +97,22 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   const int E = p.experts;
   const int rank = CLUSTER > 1 ? (int)cluster_ctarank() : 0;
+#if KILN_MOE_TRACE
+  static_assert(CLUSTER == 1 && !GATHER && COMBINE == 0, "the stamps are the plain kernel's");
+  if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_ENTRY);
+#endif
   if (threadIdx.x == 0) {
     ring.init(8 * CLUSTER);  // lane 0 of each consumer warp of every CTA sharing X
     mbar_fence_init();
   }
+#if KILN_MOE_TRACE
+  if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_SETUP);
+#endif
   moe_load_tables(table, p.sched, E);
   __syncthreads();
+#if KILN_MOE_TRACE
+  if (threadIdx.x == 0) moe_stamp(moe_trace, blockIdx.x, MT_TABLES);
+#endif
   if (CLUSTER > 1) cluster_sync();  // peers' barriers exist before any multicast or remote arrive
 
   // The cluster walks units of one m-tile by CLUSTER n-tiles; CTA `rank` takes n-tile `rank`.
@@ -151,8 +170,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               }
               tma_load_3d(sx + X_BYTES, &tma_w, bar, kb * BK, n0, tile.expert);
             });
+#if KILN_MOE_TRACE
+            if (it == 0) moe_stamp(moe_trace, blockIdx.x, MT_FIRST_LOADS);
+#endif
           }
         }
+#if KILN_MOE_TRACE
+        moe_stamp(moe_trace, blockIdx.x, MT_LAST_LOADS);
+#endif
       },
       [&](int c) {
         const int w = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
@@ -189,11 +214,21 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
           };
+#if KILN_MOE_TRACE
+          const bool stamps = c == 0 && threadIdx.x % 128 == 0;
+          const MoeTracedRing<decltype(ring)> traced{ring, moe_trace, (u32)kblocks - 1,
+                                                     stamps && it == 0 ? 0u : MOE_STAMP_NEVER};
+          const int prev = ws_kloop(traced, it, kblocks, c, mma, release);
+#else
           const int prev = ws_kloop(ring, it, kblocks, c, mma, release);
+#endif
           wgmma_wait<0>();
 #pragma unroll
           for (int i = 0; i < WN / 2; ++i) wgmma_fence_operand(acc[i]);
           release(prev);
+#if KILN_MOE_TRACE
+          if (stamps) moe_stamp(moe_trace, blockIdx.x, MT_MAIN_END);
+#endif
 
           // Register i holds row 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2q + (i&1).
           const int r0 = (SPLIT_N ? 0 : 64 * c) + 16 * w + lane / 4;
@@ -230,6 +265,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             }
           }
         }
+#if KILN_MOE_TRACE
+        if (threadIdx.x % 128 == 0) moe_stamp(moe_trace, blockIdx.x, c == 0 ? MT_C0_END : MT_C1_END);
+#endif
       });
   if (CLUSTER > 1) cluster_sync();  // no CTA exits while its peer may still multicast or arrive
 }

@@ -631,6 +631,12 @@ pub struct MoeBenchArgs {
     /// process (default: the knob's form alone, interleaved with bf16 the same way).
     #[arg(long, value_name = "LIST", requires = "act")]
     pub forms: Option<String>,
+    /// With --weights (bf16 activations, no --swiglu): after the timing, LAUNCHES (20) traced
+    /// launches each of kiln's bf16 grouped GEMM and the 4-bit one, alternating, L2 flushed
+    /// before each: their CTAs' phases (global timer) since their prefix kernel's entry, and the
+    /// cycles between them (the `KILN_MOE_TRACE` variants, never dispatched).
+    #[arg(long, num_args = 0..=1, default_missing_value = "20", value_name = "LAUNCHES", requires = "weights")]
+    pub timeline: Option<usize>,
     /// Time the whole MoE layer and its steps instead: the issue's shapes, or the sizes given
     /// as `E64,k8,H2048,I1408,T1+64+4096`.
     #[arg(long, num_args = 0..=1, default_missing_value = "issue", value_name = "SHAPES")]

@@ -9,6 +9,7 @@ use kiln::harness::bench::Row;
 use kiln::harness::moe_fp4::{fp4_suite, verify_fp4};
 use kiln::harness::moe_fp4_bench::{bench_fp4, Fp4BenchRequest};
 use kiln::harness::moe_fp4_data::{prepack_for, random_weights};
+use kiln::harness::moe_timeline::{self, Timeline};
 use kiln::harness::moe_verify::Mode;
 use kiln::harness::moe_w4a8::{verify_w4a8, w4a8_suite};
 use kiln::harness::moe_w4a8_bench::{bench_w4a8, w4a8_problem};
@@ -19,6 +20,7 @@ use kiln::ops::moe::fp4::Fp4Prepacked;
 use kiln::ops::moe::fp8_problem::Fp8MoeProblem;
 use kiln::ops::moe::MoeProblem;
 use kiln::overrides::W4a8Form;
+use kiln::report::Table;
 use serde_json::json;
 
 use super::args::{MoeBenchArgs, MoePrepackArgs};
@@ -133,18 +135,73 @@ pub fn bench(env: &Env, a: &MoeBenchArgs, weights: &str) -> Result<ExitCode> {
     let forms = a.forms.as_deref().map(parse_forms).transpose()?;
     let ctx = env.context()?;
     let opt = bench_options(env, &a.timing);
+    if w4a8 && a.timeline.is_some() {
+        return Err(Error::invalid(
+            "--timeline traces the bf16-activation kernel; leave out --act e4m3",
+        ));
+    }
     let rows = if w4a8 {
         let forms = forms.unwrap_or_else(|| vec![ctx.overrides.moe.w4a8_form]);
         bench_w4a8(&ctx, &env.registry, &r, &opt, &forms)?
     } else {
         bench_fp4(&ctx, &env.registry, &r, &opt)?
     };
+    // after the timing, so that the traced launches run at its warmed-up clocks
+    let timeline = a
+        .timeline
+        .map(|n| moe_timeline::trace(&ctx, &r, n))
+        .transpose()?;
     if env.json {
-        env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "weights": format.name(), "act": if w4a8 { "e4m3" } else { "bf16" }, "flush_l2": opt.flush_l2, "rows": rows}));
+        env.print_json(&json!({"device": ctx.info.name, "counts": r.counts, "n": r.n, "k": r.k, "dtype": r.dtype, "weights": format.name(), "act": if w4a8 { "e4m3" } else { "bf16" }, "flush_l2": opt.flush_l2, "rows": rows, "timeline": timeline}));
         return Ok(ExitCode::SUCCESS);
     }
     print!("{}", bench_text(&r, &rows));
+    if let Some(t) = &timeline {
+        print!("{}", timeline_text(t, &r));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--timeline`'s text: the events since the prefix kernel's entry, then each CTA's steps.
+fn timeline_text(t: &Timeline, r: &Fp4BenchRequest) -> String {
+    let us = |s: &Option<[f64; 3]>| {
+        s.map_or("-".into(), |s| {
+            format!("{:.2} [{:.2}, {:.2}]", s[0], s[1], s[2])
+        })
+    };
+    let cyc = |s: &Option<[f64; 3]>| {
+        s.map_or("-".into(), |s| {
+            format!("{:.0} [{:.0}, {:.0}]", s[0], s[1], s[2])
+        })
+    };
+    let fp4 = format!("{} fp4_experts", r.format);
+    let mut out = format!(
+        "\ntimeline: {} traced launches each (KILN_MOE_TRACE variants, alternating, L2 flushed before each); \
+         span from the prefix kernel's entry to the last stamp: bf16 {} us, {fp4} {} us; SM clock {:.2} / {:.2} GHz\n",
+        t.launches,
+        us(&Some(t.span_us[0])),
+        us(&Some(t.span_us[1])),
+        t.clock_ghz[0],
+        t.clock_ghz[1]
+    );
+    let mut tb = Table::new(&[
+        "event (us since the prefix kernel's entry: median [min, max] over CTAs x launches)",
+        "bf16 grouped_gemm",
+        &fp4,
+    ]);
+    for e in &t.events {
+        tb.row(&[e.event.clone(), us(&e.bf16), us(&e.fp4)]);
+    }
+    out += &tb.render();
+    let mut ts = Table::new(&[
+        "step (SM cycles a CTA: median [min, max])",
+        "bf16 grouped_gemm",
+        &fp4,
+    ]);
+    for s in &t.steps {
+        ts.row(&[s.step.clone(), cyc(&s.bf16), cyc(&s.fp4)]);
+    }
+    out + "\n" + &ts.render()
 }
 
 /// `kiln moe bench --weights`'s text (without --json): the problem in a line, then a row per

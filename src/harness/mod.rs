@@ -30,6 +30,7 @@ pub mod moe_layer;
 pub mod moe_layer_bench;
 pub mod moe_layer_verify;
 pub mod moe_shapes;
+pub mod moe_timeline;
 pub mod moe_verify;
 pub mod moe_w4a8;
 pub mod moe_w4a8_bench;

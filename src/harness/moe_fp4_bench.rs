@@ -29,6 +29,18 @@ pub struct Fp4BenchRequest {
 }
 
 impl Fp4BenchRequest {
+    /// The 4-bit weights' layout of the request's problem.
+    pub fn layout(&self) -> Fp4Layout {
+        Fp4Layout {
+            format: self.format,
+            experts: self.counts.len(),
+            n: self.n,
+            k: self.k,
+            swiglu: self.swiglu.is_some(),
+            min_scale_byte: 255,
+        }
+    }
+
     pub fn problem(&self) -> MoeProblem {
         let p = MoeProblem::contiguous(&self.counts, self.n, self.k, self.dtype, self.dtype);
         match self.swiglu {
@@ -36,6 +48,29 @@ impl Fp4BenchRequest {
             None => p,
         }
     }
+}
+
+/// Random buffers of the 4-bit kernel on `p` in layout `l` (settled: the uploads have landed).
+/// Random bytes are valid codes; their scale bytes give finite or infinite multipliers, which time
+/// the same.
+pub fn fp4_buffers(ctx: &Context, p: &MoeProblem, l: &Fp4Layout, seed: u64) -> Result<Fp4Buffers> {
+    let s = |i: u64| seed.wrapping_add(i);
+    let wbytes = p.experts * l.expert_bytes();
+    let bufs = Fp4Buffers {
+        x: random_buffer(ctx, p.input, p.x_elems(), s(20))?,
+        w: random_buffer(ctx, DType::Bf16, wbytes / 2, s(21))?,
+        escale: random_buffer(ctx, DType::F32, p.experts * l.halves(), s(22))?,
+        y: ctx.alloc(p.y_elems() * p.output.size())?,
+        rows: DeviceBuffer::from_host(p.rows_array())?,
+        route: p
+            .swiglu
+            .is_some_and(|sw| sw.routed)
+            .then(|| random_buffer(ctx, DType::F32, p.x_rows(), s(23)))
+            .transpose()?,
+        sched: ctx.alloc(sched_bytes(p.experts))?,
+    };
+    settle()?;
+    Ok(bufs)
 }
 
 /// The median of a 4-bit bench's row (µs).
@@ -157,34 +192,10 @@ pub fn bench_fp4(
     let p = r.problem();
     p.validate()?;
     let run = BenchRun::new(ctx, opt)?;
-    let s = |i: u64| run.seed.wrapping_add(i);
     let base = run.bf16_baseline(reg, &p)?;
-    let l = Fp4Layout {
-        format: r.format,
-        experts: p.experts,
-        n: p.n,
-        k: p.k,
-        swiglu: p.swiglu.is_some(),
-        min_scale_byte: 255,
-    };
+    let l = r.layout();
     Fp4Experts::supports(&p, &l, &ctx.info).map_err(Error::refused(NAME))?;
-    // Random bytes are valid codes; their scale bytes give finite or infinite multipliers, which
-    // time the same.
-    let wbytes = p.experts * l.expert_bytes();
-    let bufs = Fp4Buffers {
-        x: random_buffer(ctx, p.input, p.x_elems(), s(20))?,
-        w: random_buffer(ctx, DType::Bf16, wbytes / 2, s(21))?,
-        escale: random_buffer(ctx, DType::F32, p.experts * l.halves(), s(22))?,
-        y: ctx.alloc(p.y_elems() * p.output.size())?,
-        rows: DeviceBuffer::from_host(p.rows_array())?,
-        route: p
-            .swiglu
-            .is_some_and(|sw| sw.routed)
-            .then(|| random_buffer(ctx, DType::F32, p.x_rows(), s(23)))
-            .transpose()?,
-        sched: ctx.alloc(sched_bytes(p.experts))?,
-    };
-    settle()?;
+    let bufs = fp4_buffers(ctx, &p, &l, run.seed)?;
     let ops = bufs.operands();
     Fp4Experts::check(&p, &l, &ops)?;
     // tt bounds a tile's tokens; wgmma N is the narrowest of 8, 16, 32.. that holds them

@@ -120,6 +120,7 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/wgmma_rs.cuh"),
     ),
     ("moe/sched.cuh", include_str!("../../kernels/moe/sched.cuh")),
+    ("moe/trace.cuh", include_str!("../../kernels/moe/trace.cuh")),
     (
         "moe/epilogue.cuh",
         include_str!("../../kernels/moe/epilogue.cuh"),
@@ -523,6 +524,7 @@ mod tests {
             defaults,
             vec![
                 ("common/gemm_trace.cuh", "KILN_TRACE"),
+                ("moe/trace.cuh", "KILN_MOE_TRACE"),
                 ("moe/fp4_experts_w4a8.cu", "KILN_W4A8_SX"),
                 ("moe/fp4_experts_w4a8.cu", "KILN_W4A8_DEC"),
                 ("moe/fp4_experts_w4a8.cu", "KILN_W4A8_ASTAGES"),

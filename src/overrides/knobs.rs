@@ -514,26 +514,31 @@ pub(super) static KNOBS: &[Knob] = &[
         name: "KILN_FP4_PDL",
         takes: || {
             "`wide` (the default from 2026-12-01: the 4-bit experts' tiles of 64 to 256 tokens \
-             launched as the tile prefix's programmatic dependent, their tables sorted), 1 (the \
-             decode tiles so instead, their tables unsorted) or 0 (none)"
+             launched as the tile prefix's programmatic dependent, their tables sorted), `own` \
+             (as wide, each CTA building the tables itself from the rows where they are built just \
+             before over at most 64 experts, ledger F223), 1 (the decode tiles so instead, their \
+             tables unsorted) or 0 (none)"
                 .into()
         },
         default: "wide",
         set: |o, v| {
-            let (decode, wide) = or(v, (false, true), |v| match v {
-                "0" => Some((false, false)),
-                "1" => Some((true, false)),
-                "wide" => Some((false, true)),
+            let (decode, wide, own) = or(v, (false, true, false), |v| match v {
+                "0" => Some((false, false, false)),
+                "1" => Some((true, false, false)),
+                "wide" => Some((false, true, false)),
+                "own" => Some((false, true, true)),
                 _ => None,
             })?;
             o.moe.fp4_pdl = decode;
             o.moe.fp4_pdl_wide = wide;
+            o.moe.fp4_own_tables = own;
             Ok(())
         },
-        show: |o| match (o.moe.fp4_pdl, o.moe.fp4_pdl_wide) {
-            (true, _) => Some("1".into()),
-            (false, false) => Some("0".into()),
-            (false, true) => None,
+        show: |o| match (o.moe.fp4_pdl, o.moe.fp4_pdl_wide, o.moe.fp4_own_tables) {
+            (true, _, _) => Some("1".into()),
+            (false, false, _) => Some("0".into()),
+            (false, true, true) => Some("own".into()),
+            (false, true, false) => None,
         },
     },
     Knob {

@@ -291,6 +291,10 @@ pub struct MoeOverrides {
     /// it: their CTAs start and set up their barriers while the prefix runs. `0` or `1` turn it
     /// off.
     pub fp4_pdl_wide: bool,
+    /// `KILN_FP4_PDL=own` (ledger F223; off by default): as `wide`, and where the tables are
+    /// built just before over at most `MOE_SORT_MAX` experts, each CTA builds them itself from
+    /// the rows before the prefix kernel ends, waiting for it only before its tile counter.
+    pub fp4_own_tables: bool,
     /// `KILN_FP4_GEMV` (`auto`, `regs`, `async`, `wide`, `lean`, `leanx`, `lean1`, `xring`,
     /// `xswz`, `xstage`, `pack` or `xswz2`): how
     /// the NVFP4 GEMV streams its weights. Default [`Fp4Gemv::Auto`]: by M, the path measured
@@ -467,6 +471,7 @@ impl MoeOverrides {
         fp4_mma_sync: false,
         fp4_pdl: false,
         fp4_pdl_wide: true,
+        fp4_own_tables: false,
         fp4_gemv: Fp4Gemv::Auto,
         fp4_gemv_acc: 0,
         fp4_gemv_pdl: true,

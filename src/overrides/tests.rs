@@ -490,3 +490,13 @@ fn edit_distance() {
     assert_eq!(closest("KILN_FLUSHH"), Some("KILN_FLUSH"));
     assert_eq!(closest("KILN_ZZZZZZZZ"), None);
 }
+
+#[test]
+fn fp4_pdl_own_is_wide_with_the_ctas_own_tables() {
+    let o = ok(&[("KILN_FP4_PDL", "own")]);
+    assert!(o.moe.fp4_pdl_wide && o.moe.fp4_own_tables && !o.moe.fp4_pdl);
+    assert!(o.active().contains(&("KILN_FP4_PDL", "own".to_string())));
+    for v in ["wide", "0", "1"] {
+        assert!(!ok(&[("KILN_FP4_PDL", v)]).moe.fp4_own_tables, "{v}");
+    }
+}

@@ -5,6 +5,7 @@
 
 use super::schedule::{order_for, TileConfig, MAX_EXPERTS};
 use super::tma3d::Tma3d;
+use super::trace::TraceBuffer;
 use super::{
     common_support, gather_x_map, layer_defines, tile_prefix, tma_dtype, with_dtypes, x_map,
     LayerRows, MoeArgs, MoeKernel, MoeOperands, MoeProblem,
@@ -173,6 +174,30 @@ impl GroupedGemm {
         ops: &MoeOperands,
         build_tables: bool,
     ) -> Result<()> {
+        self.launch_stamped(ctx, p, ops, build_tables, None)
+    }
+
+    /// As [`MoeKernel::launch`], the variants that stamp their phases into `trace` (the prefix
+    /// kernel's and the plain kernel's `KILN_MOE_TRACE`; `kiln moe bench --timeline`, never
+    /// dispatched).
+    pub fn launch_traced(
+        &self,
+        ctx: &Context,
+        p: &MoeProblem,
+        ops: &MoeOperands,
+        trace: &TraceBuffer,
+    ) -> Result<()> {
+        self.launch_stamped(ctx, p, ops, true, Some(trace))
+    }
+
+    fn launch_stamped(
+        &self,
+        ctx: &Context,
+        p: &MoeProblem,
+        ops: &MoeOperands,
+        build_tables: bool,
+        trace: Option<&TraceBuffer>,
+    ) -> Result<()> {
         // The tile, its loaded variant and the clusters resident at once depend on the problem
         // alone (and the context's overrides): worked out once per problem.
         let (cfg, f, slots, order) = ctx.memo.get_or_try(&(p.clone(), GroupedLaunch), || {
@@ -191,6 +216,17 @@ impl GroupedGemm {
             kernel: "grouped_gemm".into(),
             reason,
         };
+        let f = match trace {
+            Some(_) if cfg.cluster > 1 || p.layer.is_some() => {
+                return Err(unsupported(
+                    "--timeline: the stamps are the plain single-CTA kernel's".into(),
+                ))
+            }
+            Some(_) => ctx.function(
+                &Self::spec(&ctx.arch(), p.input, p.output, cfg).define("KILN_MOE_TRACE", 1),
+            )?,
+            None => f,
+        };
         let tx = match p.layer {
             Some(LayerRows::Gather { .. }) => gather_x_map(p, ops.x.ptr()),
             _ => x_map(p, ops.x.ptr(), Self::x_box_rows(cfg)),
@@ -201,7 +237,9 @@ impl GroupedGemm {
         let (mut map_x, mut map_w) = (tx.encode_with(ctx.overrides.tma.promotion)?, tw.encode()?);
         let mut args = MoeArgs::new(p, ops, cfg.bn);
         args.set_order(order);
-        if build_tables {
+        if let Some(t) = trace {
+            tile_prefix::launch_traced(ctx, p, ops, cfg.bm, false, t)?;
+        } else if build_tables {
             tile_prefix::launch(ctx, p, ops, cfg.bm, false)?;
         }
         let lc = LaunchConfig {
@@ -210,16 +248,17 @@ impl GroupedGemm {
             smem_bytes: cfg.smem_bytes(1),
             cluster: (cfg.cluster > 1).then_some((cfg.cluster, 1, 1)),
         };
-        // SAFETY: the kernel takes (TmaMap, TmaMap, MoeArgs) in this order. The maps address X and
-        // W, the args Y, the schedule workspace and nothing else; `check_operands` has matched
-        // every buffer to the problem and the caller keeps them alive until the stream has run.
-        unsafe {
-            f.launch(
-                ctx.stream,
-                &lc,
-                &mut [map_x.as_param(), map_w.as_param(), args.as_param()],
-            )
+        let mut stamps = trace.map(|t| t.gemm(lc.grid.0)).transpose()?.unwrap_or(0);
+        let mut params = vec![map_x.as_param(), map_w.as_param(), args.as_param()];
+        if trace.is_some() {
+            params.push(&mut stamps as *mut u64 as *mut std::ffi::c_void);
         }
+        // SAFETY: the kernel takes (TmaMap, TmaMap, MoeArgs) in this order, and under
+        // KILN_MOE_TRACE (defined exactly when `trace` is given) the trace buffer's u64* last
+        // (`TraceBuffer::gemm` has checked its room for this grid). The maps address X and W,
+        // the args Y, the schedule workspace and nothing else; `check_operands` has matched
+        // every buffer to the problem and the caller keeps them alive until the stream has run.
+        unsafe { f.launch(ctx.stream, &lc, &mut params) }
     }
 }
 

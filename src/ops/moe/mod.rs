@@ -18,6 +18,7 @@ pub mod schedule;
 pub mod swiglu_dual;
 pub mod tile_prefix;
 pub mod tma3d;
+pub mod trace;
 
 use std::ffi::c_void;
 

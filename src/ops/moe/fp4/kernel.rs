@@ -17,6 +17,7 @@ use crate::ops::gemm::{alignment, DType};
 use crate::ops::moe::schedule::{
     sched_bytes, table_bytes, TileOrder, INDEX_RING_BYTES, MAX_EXPERTS,
 };
+use crate::ops::moe::trace::TraceBuffer;
 use crate::ops::moe::{
     common_support, tile_prefix, with_dtypes, x_map, MoeOperands, MoeProblem, Rows,
 };
@@ -494,6 +495,22 @@ pub struct Fp4Args {
     pub by_expert: i32,
 }
 
+/// The kernel's `Fp4Rows` (`KILN_FP4_PDL=own`): what each CTA builds its tables from,
+/// `moe_tile_prefix`'s arguments.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Fp4Rows {
+    pub rows_in: u64,
+    pub x_rows: i32,
+    pub max_rows: i32,
+    pub masked: i32,
+    pub bm: i32,
+}
+
+/// The most experts `KILN_FP4_PDL=own`'s CTAs build their tables for: the prefix kernel's
+/// `MOE_SORT_MAX` (it sorts up to that many; each CTA's warp 0 redoes its work).
+pub const OWN_TABLES_MAX_EXPERTS: usize = 64;
+
 /// The kernel's `Fp4Split`: the last wave's split workspace (see the kernel's top comment).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -922,6 +939,30 @@ impl Fp4Experts {
         ops: &Fp4Operands,
         build_tables: bool,
     ) -> Result<()> {
+        Self::launch_stamped(ctx, p, l, ops, build_tables, None)
+    }
+
+    /// As [`Self::launch`], the variants that stamp their phases into `trace` (the prefix
+    /// kernel's and the register path's `KILN_MOE_TRACE`; `kiln moe bench --timeline`, never
+    /// dispatched).
+    pub fn launch_traced(
+        ctx: &Context,
+        p: &MoeProblem,
+        l: &Fp4Layout,
+        ops: &Fp4Operands,
+        trace: &TraceBuffer,
+    ) -> Result<()> {
+        Self::launch_stamped(ctx, p, l, ops, true, Some(trace))
+    }
+
+    fn launch_stamped(
+        ctx: &Context,
+        p: &MoeProblem,
+        l: &Fp4Layout,
+        ops: &Fp4Operands,
+        build_tables: bool,
+        trace: Option<&TraceBuffer>,
+    ) -> Result<()> {
         Self::supports(p, l, &ctx.info).map_err(|reason| Error::Unsupported {
             kernel: NAME.into(),
             reason,
@@ -969,7 +1010,25 @@ impl Fp4Experts {
         if pdl_unsorted {
             spec = spec.define("KILN_FP4_PDL", 1);
         }
-        let pdl = pdl_unsorted || (o.fp4_pdl_wide && tile.tt >= 64 && tile.path == Fp4Path::Rs);
+        let pdl_wide = o.fp4_pdl_wide && tile.tt >= 64 && tile.path == Fp4Path::Rs;
+        let pdl = pdl_unsorted || pdl_wide;
+        // KILN_FP4_PDL=own: the dependent CTAs build the tables themselves from the rows, where
+        // the prefix kernel builds them just before (its rows then hold what the tables say)
+        let own = pdl_wide
+            && o.fp4_own_tables
+            && (build_tables || trace.is_some())
+            && p.experts <= OWN_TABLES_MAX_EXPERTS;
+        if own {
+            spec = spec.define("KILN_FP4_OWN", 1);
+        }
+        let (x_rows, max_rows, masked) = tile_prefix::rows_args(p);
+        let mut rows = Fp4Rows {
+            rows_in: ops.rows.ptr(),
+            x_rows,
+            max_rows,
+            masked,
+            bm: tile.tt as i32,
+        };
         // KILN_FP4_PREFETCH=D: the decode tiles' weight atoms asked of L2 D stages ahead
         if prefetch > 0 && tile.tt <= 16 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_PREFETCH", prefetch);
@@ -1013,6 +1072,14 @@ impl Fp4Experts {
         // launches of few experts (the kernel walks the experts to place each tile)
         if order_whole_first(o, p, tile, ctx.info.sm_count) {
             spec = spec.define("KILN_FP4_ORDER", 1);
+        }
+        if trace.is_some() {
+            if tile.path != Fp4Path::Rs {
+                return Err(Error::invalid(
+                    "--timeline: the stamps are the register path's (fp4_experts.cu), not the shared-memory dequantisation's",
+                ));
+            }
+            spec = spec.define("KILN_MOE_TRACE", 1);
         }
         let f = ctx.function(&spec)?;
         let (group_m, by_expert) = TileOrder::Fixed(1).args();
@@ -1080,9 +1147,12 @@ impl Fp4Experts {
         }
         // heaviest experts first (up to SORT_MAX experts), each expert's n-tiles in a row; under
         // KILN_FP4_PDL the decode tiles' in the experts' order (every one streams the whole K)
-        if build_tables {
+        if let Some(t) = trace {
+            tile_prefix::launch_traced(ctx, p, &moe_ops, tile.tt, !pdl_unsorted, t)?;
+        } else if build_tables {
             tile_prefix::launch(ctx, p, &moe_ops, tile.tt, !pdl_unsorted)?;
         }
+        let mut stamps = trace.map(|t| t.gemm(grid)).transpose()?.unwrap_or(0);
         let mut params = vec![map_x.as_param(), &mut args as *mut Fp4Args as *mut c_void];
         if tile.path == Fp4Path::Rs {
             params.push(&mut split as *mut Fp4Split as *mut c_void);
@@ -1090,9 +1160,18 @@ impl Fp4Experts {
         if let Some(m) = map_w.as_mut() {
             params.push(m.as_param());
         }
+        if own {
+            params.push(&mut rows as *mut Fp4Rows as *mut c_void);
+        }
+        if trace.is_some() {
+            params.push(&mut stamps as *mut u64 as *mut c_void);
+        }
         // SAFETY: the register path's kernel takes (TmaMap, Fp4Args, Fp4Split) in this order,
-        // and under KILN_FP4_WTMA (defined exactly when `map_w` is built) the weights' TmaMap
-        // fourth, over the `l.experts * l.expert_bytes()` bytes `check` has matched to `ops.w`; the
+        // under KILN_FP4_WTMA (defined exactly when `map_w` is built) the weights' TmaMap next,
+        // under KILN_FP4_OWN (defined exactly when `own`) the rows' Fp4Rows next (the rows buffer
+        // `check` has matched, and which the prefix kernel reads too),
+        // and under KILN_MOE_TRACE (defined exactly when `trace` is given) the trace buffer's
+        // u64* last (`TraceBuffer::gemm` has checked its room for this grid), over the `l.experts * l.expert_bytes()` bytes `check` has matched to `ops.w`; the
         // shared-memory path's the first two. The map addresses X, the args Y, the weights, the
         // factors, the routing weights and the schedule workspace; `check` has matched every
         // buffer to the problem and the caller keeps them alive until the stream has run. The

@@ -159,9 +159,9 @@ pub(super) static KNOBS: &[Knob] = &[
     Knob {
         name: "KILN_BWD_DQ_FUSED",
         takes: || "0, 1 or 2".into(),
-        default: "0: the packed backward (d64's 128-row tile, d128) converts dQ in a postprocess (1: in its main kernel, by the last adder of each 64 query rows; 2: the same, and the converters leave the fp32 accumulator zero, so that the preprocess computes D only)",
-        set: |o, v| put(&mut o.attention.bwd_dq_fused, or(v, 0, |v| number(v, 0, 2))),
-        show: |o| unless(o.attention.bwd_dq_fused, 0, |n| n.to_string()),
+        default: "2 at d64, 0 at d128: the packed backward converts dQ in its main kernel, by the last adder of each 64 query rows, the converters leaving the fp32 accumulator zero so that the preprocess computes D only (2); the same with the accumulator zeroed by the preprocess (1); in a postprocess (0)",
+        set: |o, v| put(&mut o.attention.bwd_dq_fused, opt(v, |v| number(v, 0, 2))),
+        show: |o| o.attention.bwd_dq_fused.map(|n| n.to_string()),
     },
     Knob {
         name: "KILN_BWD_DQ_KEYS",

@@ -165,8 +165,10 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_DQ_FUSED`: the packed backward (d64's 128-row tile, d128) converts dQ in its
     /// main kernel (the last adder of each 64 query rows, through a writer warp) instead of a
     /// postprocess: 1; 2, the same with the fp32 accumulator left zero by the converters (its own
-    /// workspace; the preprocess computes D only). Default: 0.
-    pub bwd_dq_fused: u32,
+    /// workspace; the preprocess computes D only); 0, the postprocess. Default (`None`): 2 on
+    /// d64's 128-row tile (0.906-0.909x one dense call against 0.898-0.903x, two H200 rounds,
+    /// ledger B28), 0 at d128 (its writer warp cannot keep up: 9-10 % slower, B27).
+    pub bwd_dq_fused: Option<u32>,
     /// `KILN_BWD_VARLEN_M128`: the packed d64 backward runs `bwd_fa3_m128_fma`'s tile (128 query
     /// rows a step) instead of `bwd_fa3_lookahead`'s 64-row one. Default: true (1.09-1.11x the
     /// 64-row tile in two H200 rounds, 2026-11-30).
@@ -199,7 +201,7 @@ impl AttentionOverrides {
         bwd_pingpong: false,
         bwd_tail: None,
         bwd_varlen_compact: false,
-        bwd_dq_fused: 0,
+        bwd_dq_fused: None,
         bwd_varlen_m128: true,
         fa3_d64: None,
         fa3_d128: None,

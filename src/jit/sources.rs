@@ -210,6 +210,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/w4a8_lean.cuh"),
     ),
     (
+        "moe/w4a8_share.cuh",
+        include_str!("../../kernels/moe/w4a8_share.cuh"),
+    ),
+    (
         "moe/w4a8_args.cuh",
         include_str!("../../kernels/moe/w4a8_args.cuh"),
     ),

@@ -88,6 +88,10 @@ pub struct W4a8Variant {
     /// addresses kept across the K loop (no thread index re-read a step) and seven operations a
     /// code word (ledger F122; the SwiGLU's: [`W4a8Variant::kernel`]).
     pub lean: bool,
+    /// `KILN_W4A8_FORM=wide-share` (with `lean`): the decode spread by a tile's live consumers,
+    /// a consumer without tokens decoding an atom and the live ones a 32-block each of the other
+    /// (ledger F230; the SwiGLU's, as `lean`).
+    pub share: bool,
 }
 
 impl W4a8Variant {
@@ -156,6 +160,7 @@ impl W4a8Variant {
         idle_decode: false,
         wide: false,
         lean: false,
+        share: false,
     };
 
     /// `KILN_W4A8_FORM=wide`: the default's knobs in tiles of [`WIDE_BM`] tokens.
@@ -172,9 +177,16 @@ impl W4a8Variant {
         ..W4a8Variant::WIDE
     };
 
+    /// `KILN_W4A8_FORM=wide-share` (ledger F230): `wide-lean` with the decode spread by the tile's
+    /// live consumers.
+    pub const WIDE_SHARE: W4a8Variant = W4a8Variant {
+        share: true,
+        ..W4a8Variant::WIDE_LEAN
+    };
+
     /// Every variant, the default first; each entry spells only what differs from
     /// [`W4a8Variant::DEFAULT`] (or from [`W4a8Variant::WIDE`]).
-    pub const ALL: [W4a8Variant; 11] = {
+    pub const ALL: [W4a8Variant; 12] = {
         const D: W4a8Variant = W4a8Variant::DEFAULT;
         [
             D,
@@ -212,6 +224,7 @@ impl W4a8Variant {
             },
             W4a8Variant::WIDE,
             W4a8Variant::WIDE_LEAN,
+            W4a8Variant::WIDE_SHARE,
         ]
     };
 
@@ -226,7 +239,7 @@ impl W4a8Variant {
     }
 
     /// The variant whose kernel runs it for the fused SwiGLU (`swiglu`) or the grouped GEMM: the
-    /// grouped GEMM's `wide-lean` is `wide` (its decode spills there at 160
+    /// grouped GEMM's `wide-lean` (and `wide-share`) is `wide` (its decode spills there at 160
     /// registers), so that they are one spec, one compile and one cache entry.
     pub const fn kernel(self, swiglu: bool) -> Self {
         if !swiglu && self.lean {
@@ -262,11 +275,14 @@ impl W4a8Variant {
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
-        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideLean);
+        let wide = matches!(
+            form,
+            W4a8Form::Wide | W4a8Form::WideLean | W4a8Form::WideShare
+        );
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide and wide-lean read X's scales from the stages and decode on their \
+                "KILN_W4A8_FORM=wide, wide-lean and wide-share read X's scales from the stages and decode on their \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
             ));
@@ -295,7 +311,8 @@ impl W4a8Variant {
             beside,
             idle_decode,
             wide,
-            lean: form == W4a8Form::WideLean,
+            lean: matches!(form, W4a8Form::WideLean | W4a8Form::WideShare),
+            share: form == W4a8Form::WideShare,
         })
     }
 }
@@ -498,6 +515,9 @@ impl W4a8Experts {
         }
         if v.lean {
             s = s.define("KILN_W4A8_LEAN", 1);
+        }
+        if v.share {
+            s = s.define("KILN_W4A8_SHARE", 1);
         }
         s
     }

@@ -917,8 +917,9 @@ pub(super) static KNOBS: &[Knob] = &[
              (wide with each decoding thread's shared loads before its stores, its addresses \
              kept across the K loop and seven operations a code word; the SwiGLU's, the grouped \
              GEMM runs wide), `wide-share` (wide-lean with a tile's consumer without tokens \
-             decoding an atom and the live ones a 32-block each of the other; the SwiGLU's): the \
-             form of the W4A8 experts' kernel"
+             decoding an atom and the live ones a 32-block each of the other; the SwiGLU's), \
+             `wide-share-l2` (wide-share with the consumers asking L2 for the stage 8 K blocks on \
+             each step): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "auto",

@@ -237,7 +237,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           if (t >= sp.tiles) break;
           const MoeTile tile = moe_tile(rings.table, E, t, sp.tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
           // `wide-share-l2` (F231): this thread's L2 prefetch in the tile (none without KILN_W4A8_AHEAD)
-          const W4Ahead ah = w4a8_ahead<BN, W4A8_ATOM_BYTES>(p, tile, sp.id(tile.expert), c, x.t, it);
+          W4Ahead ah{0, 0};
+          if constexpr (W4A8_AHEAD > 0) ah = w4a8_ahead<BN, W4A8_ATOM_BYTES>(p, tile, sp.id(tile.expert), c, x.t, it);
           if (tile.valid_rows <= 64 * c) {  // no tokens: decode (consumers 0, 1; `wide-share`: by the rows), meet, free
             if constexpr (kShare) {
               const ShareMeet m = share_meet(c, tile.valid_rows, ah, p);

@@ -31,10 +31,8 @@
 #include "common/wgmma_fp8.cuh"
 #include "common/ws_pipeline.cuh"
 #include "moe/fp4_experts.cuh"
-#include "moe/w4a8_ahead.cuh"
 #include "moe/w4a8_args.cuh"
 #include "moe/w4a8_lean.cuh"
-#include "moe/w4a8_share.cuh"
 #include "moe/w4a8_smem.cuh"
 
 #if !defined(KILN_SWIGLU) || !defined(KILN_STAGES) || !defined(KILN_MAX_EXPERTS) || !defined(KILN_SMEM)
@@ -119,17 +117,9 @@ constexpr bool kLean = KILN_SWIGLU;  // the grouped GEMM runs `wide` (its lean d
 #else
 constexpr bool kLean = false;
 #endif
-#if defined(KILN_W4A8_SHARE)
-constexpr bool kShare = kLean;  // `wide-share` (F230): the lean decode spread by the tile's rows
-#else
-constexpr bool kShare = false;
-#endif
-// `wide-share-l2` (F231, moe/w4a8_ahead.cuh): with `wide-lean`'s meet the prefetch spilled 28 bytes
-static_assert(W4A8_AHEAD == 0 || kShare || !KILN_SWIGLU, "KILN_W4A8_AHEAD runs with KILN_W4A8_SHARE only");
 
-// How a consumer with tokens gets each step's slot decoded: the forms of the one K loop
-// (wide_kloop: `wide`, `wide-lean`, `wide-share`; `wide-turn` lost two rounds and was deleted,
-// F152, F170). ready: step
+// How a consumer with tokens gets each step's slot decoded: the two forms of the one K loop
+// (wide_kloop; a third, `wide-turn`, lost two rounds and was deleted, F152, F170). ready: step
 // it's slot decoded, for its wgmmas; done: step it's wgmmas waited for.
 //
 // `wide` (F60): consumers 0 and 1 decode atom c of each step's stage, its unit's addresses from the
@@ -160,29 +150,6 @@ struct LeanMeet {
   }
   __device__ __forceinline__ void done(const WideCtx& x, u32 it) const { wide_done(x, it); }
 };
-
-// `wide-share` (KILN_W4A8_SHARE with KILN_W4A8_LEAN, F230; moe/w4a8_share.cuh): the lean decode,
-// what each consumer decodes set once a tile by its live consumers, so that a consumer without
-// tokens decodes and the live ones decode a 32-block each where it does. The same meets.
-struct ShareMeet {
-  W4Lane l;
-  int blocks;
-  W4Ahead a;  // `wide-share-l2` (F231): this thread's L2 prefetch a step
-  const W4a8Args& p;
-  __device__ __forceinline__ void ready(const WideCtx& x, const W4Stage& g, u32 it) const {
-    w4a8_ahead_issue<W4A8_ATOM_BYTES>(p, a, x.c, it);
-    if (w4a8_share_decode(x.base + g.s * STAGE_BYTES, x.lut, x.slots + g.slot * SLOT_BYTES, l, blocks))
-      fence_proxy_async_shared();
-    named_barrier_sync(1, 128 * CONSUMERS);
-  }
-  __device__ __forceinline__ void done(const WideCtx& x, u32 it) const { wide_done(x, it); }
-};
-
-// `wide-share`'s meet for consumer c in a tile of `valid_rows` tokens (its atom's lane, its blocks).
-__device__ __forceinline__ ShareMeet share_meet(int c, int valid_rows, const W4Ahead& a, const W4a8Args& p) {
-  const W4Share sh = w4a8_share(c, valid_rows);
-  return ShareMeet{wide_lane(sh.atom), sh.blocks, a, p};
-}
 
 // The K loop of a consumer with tokens, one batch in flight: block j - 1's batch is waited for,
 // freed and promoted once step j's slot is ready, then batch j goes into the same accumulator.
@@ -236,29 +203,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           const MoeTiles sp(rings.table, p.sched, E, p.tiles_n);
           if (t >= sp.tiles) break;
           const MoeTile tile = moe_tile(rings.table, E, t, sp.tiles_m, p.tiles_n, p.group_m, p.by_expert, BM, BN);
-          // `wide-share-l2` (F231): this thread's L2 prefetch in the tile (none without KILN_W4A8_AHEAD)
-          W4Ahead ah{0, 0};
-          if constexpr (W4A8_AHEAD > 0) ah = w4a8_ahead<BN, W4A8_ATOM_BYTES>(p, tile, sp.id(tile.expert), c, x.t, it);
-          if (tile.valid_rows <= 64 * c) {  // no tokens: decode (consumers 0, 1; `wide-share`: by the rows), meet, free
-            if constexpr (kShare) {
-              const ShareMeet m = share_meet(c, tile.valid_rows, ah, p);
-              for (int kb = 0; kb < p.katoms; ++kb, ++it) {
-                m.ready(x, wide_wait<false>(x, it, 0), it);
-                wide_done(x, it);
-              }
-            } else {
-              for (int kb = 0; kb < p.katoms; ++kb, ++it) {
-                wide_decode_meet(x, wide_wait<false>(x, it, 0));
-                wide_done(x, it);
-              }
+          if (tile.valid_rows <= 64 * c) {  // no tokens: decode (consumers 0, 1), meet, free
+            for (int kb = 0; kb < p.katoms; ++kb, ++it) {
+              wide_decode_meet(x, wide_wait<false>(x, it, 0));
+              wide_done(x, it);
             }
             continue;
           }
           const auto sxsh = [&](int kb) { return w4a8_sx_shift(kb, p.x_rows, tile.row0); };
           float fin[64], acc[64];
-          if constexpr (kShare) {
-            wide_kloop(x, share_meet(c, tile.valid_rows, ah, p), it, p.katoms, fin, acc, sxsh);
-          } else if constexpr (kLean) {
+          if constexpr (kLean) {
             wide_kloop(x, LeanMeet{wide_lane(c)}, it, p.katoms, fin, acc, sxsh);
           } else {
             wide_kloop(x, WideMeet{}, it, p.katoms, fin, acc, sxsh);

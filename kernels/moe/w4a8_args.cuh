@@ -17,8 +17,6 @@ struct W4a8Args {
   i64 ldy, expert_bytes;
   int experts, n, katoms, n_pad;
   int tiles_n, group_m, by_expert, x_rows;
-  const unsigned char* x;  // X's e4m3 codes [x_rows][ldx] (read by TMA; `wide-*-l2`'s L2 prefetch, F231)
-  i64 ldx;
 };
 
 // An atom: 64 weight rows x 128 k, 4096 bytes of codes, then each row's four block offsets.

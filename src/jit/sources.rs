@@ -210,14 +210,6 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/moe/w4a8_lean.cuh"),
     ),
     (
-        "moe/w4a8_ahead.cuh",
-        include_str!("../../kernels/moe/w4a8_ahead.cuh"),
-    ),
-    (
-        "moe/w4a8_share.cuh",
-        include_str!("../../kernels/moe/w4a8_share.cuh"),
-    ),
-    (
         "moe/w4a8_args.cuh",
         include_str!("../../kernels/moe/w4a8_args.cuh"),
     ),

@@ -916,10 +916,7 @@ pub(super) static KNOBS: &[Knob] = &[
              three consumers; with KILN_W4A8_SX=tma only, at most 256 experts), `wide-lean` \
              (wide with each decoding thread's shared loads before its stores, its addresses \
              kept across the K loop and seven operations a code word; the SwiGLU's, the grouped \
-             GEMM runs wide), `wide-share` (wide-lean with a tile's consumer without tokens \
-             decoding an atom and the live ones a 32-block each of the other; the SwiGLU's), \
-             `wide-share-l2` (wide-share with the consumers asking L2 for the stage 8 K blocks on \
-             each step): the form of the W4A8 experts' kernel"
+             GEMM runs wide): the form of the W4A8 experts' kernel"
                 .into()
         },
         default: "auto",

@@ -424,13 +424,10 @@ pub struct MoeOverrides {
     /// atoms while the other only promotes and issues (ledger F17; with `beside` and `tma`).
     /// Default `wait` until the device shows `decode` faster.
     pub w4a8_idle_decode: bool,
-    /// `KILN_W4A8_FORM` (`auto`, `ss`, `wide`, `wide-lean`, `wide-share` or `wide-share-l2`): the
-    /// W4A8 experts with
+    /// `KILN_W4A8_FORM` (`auto`, `ss`, `wide` or `wide-lean`): the W4A8 experts with
     /// the decoded weights in shared memory as wgmma's B, read by two consumers of 64 tokens
     /// (`ss`) or in tiles of 192 tokens by three (`wide`, F60; `wide-lean` with each decoding
-    /// thread's loads first from addresses kept a tile, F122; `wide-share` with the decode spread
-    /// by the tile's live consumers, F230; `-l2`: the consumers' L2 prefetch 8 K blocks ahead,
-    /// F231). (The register forms `rs`, `rs-lanes`,
+    /// thread's loads first from addresses kept a tile, F122). (The register forms `rs`, `rs-lanes`,
     /// `rs-frags` and `wide-rs` lost every round: deleted 2026-12-01, F190; `wide-calc`, the
     /// blocks' e4m3 tables computed, lost two rounds: deleted 2026-12-01, F191, F201.) Default
     /// `auto`: `wide-lean` for the SwiGLU and `wide` for the grouped GEMM at prefill, where `wide`
@@ -544,13 +541,6 @@ pub enum W4a8Form {
     /// first store (F91's `wide-first`, deleted after this won two rounds against it), its
     /// addresses kept across the K loop and seven operations a code word (ledger F122, F150).
     WideLean,
-    /// `WideLean` with the decode spread by a tile's live consumers: in a tile of at most 128
-    /// tokens the consumer without tokens decodes an atom, and the live ones a 32-block each of
-    /// the other (ledger F230; the SwiGLU's, the grouped GEMM runs `Wide`).
-    WideShare,
-    /// `WideShare` with each step's L2 prefetch of the stage 8 K blocks on by the consumers'
-    /// threads (ledger F231; the SwiGLU's; on `WideLean` it spilled in the K loop).
-    WideShareL2,
 }
 
 impl W4a8Form {
@@ -561,19 +551,15 @@ impl W4a8Form {
             W4a8Form::Ss => "ss",
             W4a8Form::Wide => "wide",
             W4a8Form::WideLean => "wide-lean",
-            W4a8Form::WideShare => "wide-share",
-            W4a8Form::WideShareL2 => "wide-share-l2",
         }
     }
 
     /// Every value the knob takes.
-    pub const ALL: [W4a8Form; 6] = [
+    pub const ALL: [W4a8Form; 4] = [
         W4a8Form::Auto,
         W4a8Form::Ss,
         W4a8Form::Wide,
         W4a8Form::WideLean,
-        W4a8Form::WideShare,
-        W4a8Form::WideShareL2,
     ];
 }
 

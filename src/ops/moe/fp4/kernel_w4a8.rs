@@ -88,19 +88,7 @@ pub struct W4a8Variant {
     /// addresses kept across the K loop (no thread index re-read a step) and seven operations a
     /// code word (ledger F122; the SwiGLU's: [`W4a8Variant::kernel`]).
     pub lean: bool,
-    /// `KILN_W4A8_FORM=wide-share` (with `lean`): the decode spread by a tile's live consumers,
-    /// a consumer without tokens decoding an atom and the live ones a 32-block each of the other
-    /// (ledger F230; the SwiGLU's, as `lean`).
-    pub share: bool,
-    /// `KILN_W4A8_FORM=wide-share-l2` (with `share`): each step the consumers' threads ask L2 for
-    /// the stage [`AHEAD`] K blocks on, the atoms' and X's lines (ledger F231; the SwiGLU's, as
-    /// `lean`; with `wide-lean`'s K loop it spilled 28 bytes there).
-    pub ahead: bool,
 }
-
-/// K blocks ahead of the step the `-l2` forms' L2 prefetch asks for (F231): past the ring's
-/// ~3 steps of copies in flight.
-pub const AHEAD: u32 = 8;
 
 impl W4a8Variant {
     const fn fixed_bytes(self) -> u32 {
@@ -168,8 +156,6 @@ impl W4a8Variant {
         idle_decode: false,
         wide: false,
         lean: false,
-        share: false,
-        ahead: false,
     };
 
     /// `KILN_W4A8_FORM=wide`: the default's knobs in tiles of [`WIDE_BM`] tokens.
@@ -186,22 +172,9 @@ impl W4a8Variant {
         ..W4a8Variant::WIDE
     };
 
-    /// `KILN_W4A8_FORM=wide-share` (ledger F230): `wide-lean` with the decode spread by the tile's
-    /// live consumers.
-    pub const WIDE_SHARE: W4a8Variant = W4a8Variant {
-        share: true,
-        ..W4a8Variant::WIDE_LEAN
-    };
-
-    /// `KILN_W4A8_FORM=wide-share-l2` (ledger F231): `wide-share` with the consumers' L2 prefetch.
-    pub const WIDE_SHARE_L2: W4a8Variant = W4a8Variant {
-        ahead: true,
-        ..W4a8Variant::WIDE_SHARE
-    };
-
     /// Every variant, the default first; each entry spells only what differs from
     /// [`W4a8Variant::DEFAULT`] (or from [`W4a8Variant::WIDE`]).
-    pub const ALL: [W4a8Variant; 13] = {
+    pub const ALL: [W4a8Variant; 11] = {
         const D: W4a8Variant = W4a8Variant::DEFAULT;
         [
             D,
@@ -239,8 +212,6 @@ impl W4a8Variant {
             },
             W4a8Variant::WIDE,
             W4a8Variant::WIDE_LEAN,
-            W4a8Variant::WIDE_SHARE,
-            W4a8Variant::WIDE_SHARE_L2,
         ]
     };
 
@@ -255,7 +226,7 @@ impl W4a8Variant {
     }
 
     /// The variant whose kernel runs it for the fused SwiGLU (`swiglu`) or the grouped GEMM: the
-    /// grouped GEMM's `wide-lean` (and `wide-share`) is `wide` (its decode spills there at 160
+    /// grouped GEMM's `wide-lean` is `wide` (its decode spills there at 160
     /// registers), so that they are one spec, one compile and one cache entry.
     pub const fn kernel(self, swiglu: bool) -> Self {
         if !swiglu && self.lean {
@@ -291,14 +262,11 @@ impl W4a8Variant {
         idle_decode: bool,
         form: W4a8Form,
     ) -> Result<Self> {
-        let wide = matches!(
-            form,
-            W4a8Form::Wide | W4a8Form::WideLean | W4a8Form::WideShare | W4a8Form::WideShareL2
-        );
+        let wide = matches!(form, W4a8Form::Wide | W4a8Form::WideLean);
         let off_consumers = decode != W4a8Decode::Consumers;
         if wide && (!sx_staged || off_consumers || beside || idle_decode) {
             return Err(Error::invalid(
-                "KILN_W4A8_FORM=wide, wide-lean and wide-share read X's scales from the stages and decode on their \
+                "KILN_W4A8_FORM=wide and wide-lean read X's scales from the stages and decode on their \
                  consumers: leave KILN_W4A8_SX at tma and KILN_W4A8_DECODE, KILN_W4A8_PROMOTE \
                  and KILN_W4A8_IDLE at their defaults",
             ));
@@ -327,12 +295,7 @@ impl W4a8Variant {
             beside,
             idle_decode,
             wide,
-            lean: matches!(
-                form,
-                W4a8Form::WideLean | W4a8Form::WideShare | W4a8Form::WideShareL2
-            ),
-            share: matches!(form, W4a8Form::WideShare | W4a8Form::WideShareL2),
-            ahead: form == W4a8Form::WideShareL2,
+            lean: form == W4a8Form::WideLean,
         })
     }
 }
@@ -394,9 +357,6 @@ pub struct W4a8Args {
     pub group_m: i32,
     pub by_expert: i32,
     pub x_rows: i32,
-    /// X's codes and their row stride in bytes (the `-l2` forms' prefetch, F231; X is read by TMA)
-    pub x: u64,
-    pub ldx: i64,
 }
 
 /// The device buffers of one call.
@@ -539,12 +499,6 @@ impl W4a8Experts {
         if v.lean {
             s = s.define("KILN_W4A8_LEAN", 1);
         }
-        if v.share {
-            s = s.define("KILN_W4A8_SHARE", 1);
-        }
-        if v.ahead {
-            s = s.define("KILN_W4A8_AHEAD", AHEAD);
-        }
         s
     }
 
@@ -676,8 +630,6 @@ impl W4a8Experts {
             group_m,
             by_expert,
             x_rows: p.x_rows() as i32,
-            x: ops.x.ptr(),
-            ldx: p.k as i64,
         };
         let layout = p.layout();
         let moe_ops = MoeOperands {
@@ -721,9 +673,8 @@ mod tests {
 
     #[test]
     fn args_match_the_device_layout() {
-        // six pointers, two i64, eight ints, then X's pointer and row stride
-        assert_eq!(std::mem::size_of::<W4a8Args>(), 112);
-        assert_eq!(std::mem::offset_of!(W4a8Args, x), 96);
+        // six pointers, two i64, eight ints
+        assert_eq!(std::mem::size_of::<W4a8Args>(), 96);
         assert_eq!(std::mem::offset_of!(W4a8Args, ldy), 48);
         assert_eq!(std::mem::offset_of!(W4a8Args, experts), 64);
         assert_eq!(std::mem::offset_of!(W4a8Args, x_rows), 92);

@@ -1389,10 +1389,17 @@ fn choose_short_k_64(p: &Fp8Problem, dev: &DeviceInfo) -> Option<Fp8Config> {
 /// Whether the large rule runs its unsplit 64-row picks at M <= [`SMALL_M`] as their whole-tile
 /// twins (`u`, [`Fp8Config::whole`]; ledger rows 202-203) where one is compiled. On: on an H200
 /// (2026-12-01) they ran 2-8 % under the rule's `64x128ps/1` and `64x192ps/1` in two rounds at
-/// 64x7168x2048, 128x7168x2048 and 64x24576x1536, every step's mean ahead. Not the 128 x 256
-/// tile's (`256tquhl/1`: level in one round, ahead in the other; its kernel had a twelfth of its
-/// code to cut).
+/// 64x7168x2048, 128x7168x2048 and 64x24576x1536, every step's mean ahead. The 128 x 256
+/// tile's (`256tquhl/1`) where [`SMALL_ROWS_ONE_TILE_WHOLE`].
 pub const SMALL_M_WHOLE: bool = true;
+
+/// Whether [`SMALL_M_WHOLE`] also takes the one-tile config's whole-tile twin (`256tquhl/1` for
+/// `256tqhl/1` at 128x24576x1536, ledger row 248). Off: on an H200 it was level in one round
+/// (2026-12-01), ahead in every alternation of two calls on 2026-12-02 with each config alone in
+/// its process (18.5 / 18.1 us against 18.7 / 18.7; then 0.991 / 0.979 / 0.982x cuBLASLt
+/// against 0.937 / 0.972 / 0.938x), but in the DeepSeek set (each shape after another kernel)
+/// 18.8 / 18.6 us against the plain kernel's 18.3 in the same call: no rule change on that.
+pub const SMALL_ROWS_ONE_TILE_WHOLE: bool = false;
 
 /// Whether the large rule runs its cluster-summed `128pte/2c` as `128ptne/2c` where the column
 /// tiles pair up ([`pairs_along_n`]; ledger row 240). On: on an H200 (2026-12-02, two rounds)
@@ -1429,14 +1436,16 @@ fn pairs_along_n(p: &Fp8Problem, cfg: Fp8Config, dev: &DeviceInfo, on: bool) -> 
 }
 
 /// `cfg` (the large rule's pick at M <= [`SMALL_M`]) as its whole-tile twin where `on`, `cfg` is
-/// a 64-row tile as timed (`64x128ps/1`, `64x192ps/1`: not `SMALL_M_SHORT`'s `b`), the launch takes one slice and no stream-K, C is bf16 (the twins' one output)
-/// and the twin is compiled; else `cfg`.
+/// a 64-row tile as timed (`64x128ps/1`, `64x192ps/1`: not `SMALL_M_SHORT`'s `b`) or the
+/// one-tile config's 128 x 256 tile where [`SMALL_ROWS_ONE_TILE_WHOLE`] (its A scales by bulk
+/// copy as the rule gives them), the launch takes one slice and no stream-K, C is bf16 (the
+/// twins' one output) and the twin is compiled; else `cfg`.
 fn whole_if_unsplit(p: &Fp8Problem, cfg: Fp8Config, dev: &DeviceInfo, on: bool) -> Fp8Config {
+    let one_tile = SMALL_ROWS_ONE_TILE_WHOLE && cfg.same_kernel(&SMALL_ROWS_ONE_TILE);
     if !on
         || p.m > SMALL_M
         || p.out != DType::Bf16
-        || cfg.bm != 64
-        || cfg.sa_bulk
+        || !((cfg.bm == 64 && !cfg.sa_bulk) || one_tile)
         || cfg.whole
         || cfg.a_resident
         || cfg.stream
@@ -2965,14 +2974,16 @@ mod tests {
         let bulk = if SMALL_ROWS_BULK_BOTH { "q" } else { "b" };
         // (the one-tile config's turns where switched on, ledger row 246)
         let o = if SMALL_ROWS_ONE_TILE_TURNS { "o" } else { "" };
+        // (and its whole-tile twin where switched on, ledger row 248)
+        let u = if SMALL_ROWS_ONE_TILE_WHOLE { "u" } else { "" };
         for (m, n, k, want) in [
             // 4 K blocks: the lean form (`q` in it), ledger row 200
             (128, 32768, 512, SMALL_ROWS_LEAN.to_string()),
             (100, 32768, 512, SMALL_ROWS_LEAN.to_string()),
             (128, 32768, 384, format!("128ot{bulk}e")),
-            (128, 24576, 1536, format!("256{o}t{bulk}hl/1")),
-            (128, 32768, 1024, format!("256{o}t{bulk}hl/1")),
-            (128, 24576, 1920, format!("256{o}t{bulk}hl/1")),
+            (128, 24576, 1536, format!("256{o}t{bulk}{u}hl/1")),
+            (128, 32768, 1024, format!("256{o}t{bulk}{u}hl/1")),
+            (128, 24576, 1920, format!("256{o}t{bulk}{u}hl/1")),
             // 16 K blocks: the map
             (128, 24576, 2048, format!("256{o}thl/1")),
             (128, 7168, 16384, LONG_128.to_string()),
@@ -3541,7 +3552,7 @@ mod tests {
             (64, 24576, 1536, SMALL_M_WHOLE),
             (64, 7168, 2048, SMALL_M_WHOLE),
             (128, 7168, 2048, SMALL_M_WHOLE),
-            (128, 24576, 1536, false),
+            (128, 24576, 1536, SMALL_M_WHOLE && SMALL_ROWS_ONE_TILE_WHOLE),
         ] {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             for rule in Fp8Rule::ALL {
@@ -3565,6 +3576,7 @@ mod tests {
         for (m, n, k) in [(64, 7168, 2048), (128, 7168, 2048), (64, 24576, 1536)] {
             let p = p(m, n, k, DType::Bf16);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
+            assert!(c.whole, "{p}: {c}");
             assert_eq!(whole_if_unsplit(&p, c, &dev, false), c, "{p}");
             let w = whole_if_unsplit(&p, c, &dev, true);
             assert!(
@@ -3580,7 +3592,6 @@ mod tests {
             p(128, 32768, 512, DType::Bf16),
             p(64, 7168, 2048, DType::F32),
             p(4096, 7168, 2048, DType::Bf16),
-            p(128, 24576, 1536, DType::Bf16),
         ] {
             let c = choose_by(&p, &dev, Fp8Rule::Large);
             assert_eq!(whole_if_unsplit(&p, c, &dev, true), c, "{p}: {c}");
@@ -4066,8 +4077,15 @@ mod tests {
             let p = Fp8Problem::new(m, n, k, DType::Bf16, ScaleMode::Block);
             let c = choose_by(&p, &dev, Fp8Rule::Large);
             let want = one_tile_config(SMALL_ROWS_ONE_TILE_TURNS);
-            // K < 2048: the A scales by one bulk copy (ledger rows 70 and 90)
-            assert_eq!(c, scales_by_bulk_if_short(&p, want), "{p}");
+            // K < 2048: the A scales by one bulk copy (ledger rows 70 and 90); the whole-tile
+            // twin where SMALL_ROWS_ONE_TILE_WHOLE (ledger row 248)
+            let bulk = scales_by_bulk_if_short(&p, want);
+            let want = if SMALL_ROWS_ONE_TILE_WHOLE {
+                bulk.whole_tiles()
+            } else {
+                bulk
+            };
+            assert_eq!(c, want, "{p}");
             assert!(c.sa_bulk && c.same_kernel(&want), "{p}: {c}");
             assert!(
                 check_config(&p, c).is_ok() && splits_for(&p, &c, &dev) == 1,

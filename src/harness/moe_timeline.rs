@@ -15,6 +15,7 @@ use crate::ops::moe::trace::{
     MoeStamps, MoeTrace, TraceBuffer, EVENTS, PREFIX_EVENTS, TRACE_EVENTS,
 };
 use crate::ops::moe::{check_operands, version_for};
+use crate::tools::timeline::med_min_max;
 
 /// Median, min and max.
 pub type Spread = [f64; 3];
@@ -46,14 +47,6 @@ pub struct Timeline {
     pub steps: Vec<StepRow>,
     pub span_us: [Spread; 2],
     pub clock_ghz: [f64; 2],
-}
-
-fn spread(mut v: Vec<f64>) -> Option<Spread> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    Some([v[v.len() / 2], v[0], v[v.len() - 1]])
 }
 
 /// Every launch's stamps of event `e` (a GEMM event, or with `prefix` the prefix kernel's), µs
@@ -119,7 +112,7 @@ fn clock_ghz(traces: &[MoeTrace]) -> f64 {
             (ns > 0).then(|| s.clk[b].wrapping_sub(s.clk[a]) as f64 / ns as f64)
         })
         .collect();
-    spread(v).map_or(f64::NAN, |s| s[0])
+    med_min_max(v).map_or(f64::NAN, |s| s[0])
 }
 
 /// The two kernels' traces side by side.
@@ -128,15 +121,15 @@ pub fn summarize(bf16: &[MoeTrace], fp4: &[MoeTrace]) -> Timeline {
     for (e, name) in PREFIX_EVENTS.iter().enumerate() {
         events.push(EventRow {
             event: name.to_string(),
-            bf16: spread(since_prefix(bf16, e, true)),
-            fp4: spread(since_prefix(fp4, e, true)),
+            bf16: med_min_max(since_prefix(bf16, e, true)),
+            fp4: med_min_max(since_prefix(fp4, e, true)),
         });
     }
     for (e, name) in TRACE_EVENTS.iter().enumerate() {
         let row = EventRow {
             event: name.to_string(),
-            bf16: spread(since_prefix(bf16, e, false)),
-            fp4: spread(since_prefix(fp4, e, false)),
+            bf16: med_min_max(since_prefix(bf16, e, false)),
+            fp4: med_min_max(since_prefix(fp4, e, false)),
         };
         if row.bf16.is_some() || row.fp4.is_some() {
             events.push(row);
@@ -147,7 +140,7 @@ pub fn summarize(bf16: &[MoeTrace], fp4: &[MoeTrace]) -> Timeline {
     pairs.sort();
     pairs.dedup();
     let of = |v: &[((usize, usize), f64)], k| {
-        spread(v.iter().filter(|s| s.0 == k).map(|s| s.1).collect())
+        med_min_max(v.iter().filter(|s| s.0 == k).map(|s| s.1).collect())
     };
     let steps = pairs
         .into_iter()
@@ -163,8 +156,8 @@ pub fn summarize(bf16: &[MoeTrace], fp4: &[MoeTrace]) -> Timeline {
         events,
         steps,
         span_us: [
-            spread(spans(bf16)).unwrap_or(nan),
-            spread(spans(fp4)).unwrap_or(nan),
+            med_min_max(spans(bf16)).unwrap_or(nan),
+            med_min_max(spans(fp4)).unwrap_or(nan),
         ],
         clock_ghz: [clock_ghz(bf16), clock_ghz(fp4)],
     }

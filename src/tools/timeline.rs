@@ -18,7 +18,8 @@ pub struct EventRow {
     pub since_start_us: [f64; 3],
 }
 
-fn med_min_max<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<[T; 3]> {
+/// The median (the upper of two middles), min and max of `v`; None when it is empty.
+pub(crate) fn med_min_max<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<[T; 3]> {
     if v.is_empty() {
         return None;
     }

@@ -312,7 +312,7 @@ mod tests {
     }
 
     /// The fused conversion's kernels (`KILN_BWD_DQ_FUSED` 1 and 2) on the packed tiles it takes,
-    /// d64's 128-row one (`dims` 64) and d128's (128), compile for sm_90a with no local memory, no
+    /// d64's 128-row one (`d` 64) and d128's (128), compile for sm_90a with no local memory, no
     /// wgmma serialisation and the register split honoured (the writer and converter warps at the
     /// producer's 24 registers); they compile when the knob asks for them, outside the variant
     /// budget.

@@ -78,8 +78,7 @@ fn launch_stamped(
     let mut rows_in = ops.rows.ptr();
     let mut sched = ops.sched.ptr();
     let mut experts = p.experts as i32;
-    let mut x_rows = p.x_rows() as i32;
-    let (_, mut max_rows, mut masked) = rows_args(p);
+    let (mut x_rows, mut max_rows, mut masked) = rows_args(p);
     let mut bm = bm as i32;
     let mut sorted = sorted as i32;
     let mut fold = fold as i32;

@@ -1014,10 +1014,9 @@ impl Fp4Experts {
         let pdl = pdl_unsorted || pdl_wide;
         // KILN_FP4_PDL=own: the dependent CTAs build the tables themselves from the rows, where
         // the prefix kernel builds them just before (its rows then hold what the tables say)
-        let own = pdl_wide
-            && o.fp4_own_tables
-            && (build_tables || trace.is_some())
-            && p.experts <= OWN_TABLES_MAX_EXPERTS;
+        // (a traced launch always builds its tables: `launch_traced`)
+        let own =
+            pdl_wide && o.fp4_own_tables && build_tables && p.experts <= OWN_TABLES_MAX_EXPERTS;
         if own {
             spec = spec.define("KILN_FP4_OWN", 1);
         }
@@ -1166,13 +1165,13 @@ impl Fp4Experts {
         if trace.is_some() {
             params.push(&mut stamps as *mut u64 as *mut c_void);
         }
-        // SAFETY: the register path's kernel takes (TmaMap, Fp4Args, Fp4Split) in this order,
+        // SAFETY: the register path's kernel takes (TmaMap, Fp4Args, Fp4Split) in this order;
         // under KILN_FP4_WTMA (defined exactly when `map_w` is built) the weights' TmaMap next,
-        // under KILN_FP4_OWN (defined exactly when `own`) the rows' Fp4Rows next (the rows buffer
-        // `check` has matched, and which the prefix kernel reads too),
-        // and under KILN_MOE_TRACE (defined exactly when `trace` is given) the trace buffer's
-        // u64* last (`TraceBuffer::gemm` has checked its room for this grid), over the `l.experts * l.expert_bytes()` bytes `check` has matched to `ops.w`; the
-        // shared-memory path's the first two. The map addresses X, the args Y, the weights, the
+        // over the `l.experts * l.expert_bytes()` bytes `check` has matched to `ops.w`; under
+        // KILN_FP4_OWN (defined exactly when `own`) the rows' Fp4Rows next (the rows buffer
+        // `check` has matched, which the prefix kernel reads too); under KILN_MOE_TRACE (defined
+        // exactly when `trace` is given) the trace buffer's u64* last (`TraceBuffer::gemm` has
+        // checked its room for this grid). The shared-memory path's kernel takes the first two. The map addresses X, the args Y, the weights, the
         // factors, the routing weights and the schedule workspace; `check` has matched every
         // buffer to the problem and the caller keeps them alive until the stream has run. The
         // split workspace and its counters are sized for this grid (or the split is off). Under

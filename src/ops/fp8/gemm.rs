@@ -3082,21 +3082,24 @@ mod tests {
         }
     }
 
+    /// The values `s` gives the define `name`, comma-joined (empty where it is not defined).
+    fn define_values(s: &KernelSpec, name: &str) -> String {
+        let v: Vec<&str> = s
+            .defines
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .collect();
+        v.join(",")
+    }
+
     #[test]
     fn the_tile_order_knob_sets_the_group_define_alone() {
         // KILN_FP8_GROUP_M (ledger row 232): another tile order is another specialisation of
         // the same kernel, and the default's is the compiled variant's
         let p = Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor);
         let c = Fp8Config::ping_pong(192);
-        let group = |s: &KernelSpec| {
-            let g: Vec<&str> = s
-                .defines
-                .iter()
-                .filter(|(k, _)| k == "KILN_GROUP_M")
-                .map(|(_, v)| v.as_str())
-                .collect();
-            g.join(",")
-        };
+        let group = |s: &KernelSpec| define_values(s, "KILN_GROUP_M");
         let knobs = |group_m, stages| Fp8Overrides {
             group_m,
             stages,
@@ -3121,15 +3124,7 @@ mod tests {
         // config's shared memory; every compiled variant's spec as before when unset
         let p = Fp8Problem::new(128, 24576, 1536, DType::Bf16, ScaleMode::Block);
         let c = SMALL_ROWS_ONE_TILE;
-        let stages_of = |s: &KernelSpec| {
-            let g: Vec<&str> = s
-                .defines
-                .iter()
-                .filter(|(k, _)| k == "KILN_STAGES")
-                .map(|(_, v)| v.as_str())
-                .collect();
-            g.join(",")
-        };
+        let stages_of = |s: &KernelSpec| define_values(s, "KILN_STAGES");
         let o = |stages| Fp8Overrides {
             stages,
             ..Fp8Overrides::NONE

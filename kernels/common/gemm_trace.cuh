@@ -5,6 +5,7 @@
 // src/ops/gemm/). The launch is unsplit; a CTA of several units keeps the last unit's mainloop end.
 #pragma once
 #include "common/gemm_ws.cuh"
+#include "common/stamp.cuh"
 
 #ifndef KILN_TRACE
 #define KILN_TRACE 0
@@ -14,12 +15,5 @@ constexpr bool TRACE = KILN_TRACE;
 enum TraceEvent { T_ENTRY, T_SETUP, T_FIRST_LOADS, T_LAST_LOADS, T_C0_FIRST_FULL, T_C0_MAIN_END, T_C0_END, T_C1_END, TRACE_EVENTS };
 
 __device__ __forceinline__ void trace_stamp(const Extras& ex, int e) {
-  if (TRACE) {
-    u64 g, c;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-    u64* t = reinterpret_cast<u64*>(ex.ws) + (size_t)blockIdx.x * 2 * TRACE_EVENTS;
-    t[e] = g;
-    t[TRACE_EVENTS + e] = c;
-  }
+  if (TRACE) stamp_event(reinterpret_cast<u64*>(ex.ws) + (size_t)blockIdx.x * 2 * TRACE_EVENTS, TRACE_EVENTS, e);
 }

@@ -10,7 +10,7 @@
 // gets a record of its own (the host's pointer is that record). The host names the events
 // (`TRACE_EVENTS` in src/ops/moe/trace.rs) and keeps 0 for an event never stamped.
 #pragma once
-#include "common/types.cuh"
+#include "common/stamp.cuh"
 
 #ifndef KILN_MOE_TRACE
 #define KILN_MOE_TRACE 0
@@ -41,16 +41,9 @@ enum MoeTraceEvent {
 };
 constexpr int MT_PREFIX_DONE = MT_SETUP;
 
-// Stamps event e into record `rec` of `trace` (both timers, read back to back).
+// Stamps event e into record `rec` of `trace`.
 __device__ __forceinline__ void moe_stamp(u64* trace, int rec, int e) {
-  if constexpr (MOE_TRACE) {
-    u64 g, c;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-    u64* r = trace + (size_t)rec * 2 * MOE_TRACE_EVENTS;
-    r[e] = g;
-    r[MOE_TRACE_EVENTS + e] = c;
-  }
+  if constexpr (MOE_TRACE) stamp_event(trace + (size_t)rec * 2 * MOE_TRACE_EVENTS, MOE_TRACE_EVENTS, e);
 }
 
 // Consumer 0's stamps after its waits for ring iterations 0, 1, 2, 4, 8, 16 and `last` (its

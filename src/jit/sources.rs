@@ -88,6 +88,10 @@ pub static FILES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/gemm_units.cuh"),
     ),
     (
+        "common/stamp.cuh",
+        include_str!("../../kernels/common/stamp.cuh"),
+    ),
+    (
         "common/gemm_trace.cuh",
         include_str!("../../kernels/common/gemm_trace.cuh"),
     ),

@@ -9,5 +9,6 @@ pub mod moe;
 pub mod pointwise;
 pub mod registry;
 pub mod space;
+pub mod stamps;
 pub mod tuned;
 pub mod waves;

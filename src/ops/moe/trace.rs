@@ -32,13 +32,8 @@ pub const PREFIX_EVENTS: [&str; 2] = ["prefix kernel: entry", "prefix kernel: ta
 /// Events a record holds (`MOE_TRACE_EVENTS`).
 pub const EVENTS: usize = 16;
 
-/// One record's stamps: per event the global timer (ns, one clock for all SMs) and the SM clock
-/// (cycles, its own SM only); 0 where the event was not stamped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct MoeStamps {
-    pub ns: [u64; EVENTS],
-    pub clk: [u64; EVENTS],
-}
+/// One record's stamps.
+pub type MoeStamps = crate::ops::stamps::Stamps<EVENTS>;
 
 /// What one traced launch stamped: the prefix kernel's record (all zeros where the launch built
 /// no tables) and the GEMM's CTAs', in launch order.
@@ -58,7 +53,7 @@ impl TraceBuffer {
     /// Room for a grid of up to `ctas` CTAs.
     pub fn new(ctas: usize) -> Result<TraceBuffer> {
         Ok(TraceBuffer {
-            buf: DeviceBuffer::new((ctas + 1) * 2 * EVENTS * 8)?,
+            buf: DeviceBuffer::new((ctas + 1) * MoeStamps::WORDS * 8)?,
             ctas,
         })
     }
@@ -81,29 +76,21 @@ impl TraceBuffer {
 
     /// The prefix kernel's pointer (its record, after the CTAs').
     pub fn prefix(&self) -> u64 {
-        self.buf.ptr() + (self.ctas * 2 * EVENTS * 8) as u64
+        self.buf.ptr() + (self.ctas * MoeStamps::WORDS * 8) as u64
     }
 
     /// The stamps, once the stream has run the launch: the CTAs that entered (a record whose
     /// entry is 0 was never reached).
     pub fn read(&self) -> Result<MoeTrace> {
-        let raw: Vec<u64> = self.buf.download((self.ctas + 1) * 2 * EVENTS)?;
-        let mut records: Vec<MoeStamps> = raw.chunks(2 * EVENTS).map(record).collect();
+        let raw: Vec<u64> = self.buf.download((self.ctas + 1) * MoeStamps::WORDS)?;
+        let mut records: Vec<MoeStamps> = MoeStamps::records(&raw).collect();
         let prefix = records.pop().unwrap_or_default();
-        records.retain(|s| s.ns[0] != 0);
+        records.retain(MoeStamps::entered);
         Ok(MoeTrace {
             prefix,
             ctas: records,
         })
     }
-}
-
-/// A record's words: EVENTS ns stamps, then EVENTS clock stamps.
-fn record(words: &[u64]) -> MoeStamps {
-    let mut s = MoeStamps::default();
-    s.ns.copy_from_slice(&words[..EVENTS]);
-    s.clk.copy_from_slice(&words[EVENTS..2 * EVENTS]);
-    s
 }
 
 #[cfg(test)]
@@ -175,13 +162,5 @@ mod tests {
             specs.push(own);
         }
         crate::jit::testing::assert_compile_clean(&specs);
-    }
-
-    #[test]
-    fn a_record_is_its_stamps_then_its_clocks() {
-        let words: Vec<u64> = (0..2 * EVENTS as u64).collect();
-        let s = record(&words);
-        assert_eq!(s.ns[3], 3);
-        assert_eq!(s.clk[0], EVENTS as u64);
     }
 }

@@ -41,21 +41,13 @@ impl WgmmaTmaWs {
         }
         // A persistent grid has at most one CTA per SM.
         let ctas = ctx.info.sm_count as usize;
-        let n = TRACE_EVENTS.len();
-        let buf = DeviceBuffer::new(ctas * 2 * n * 8)?;
+        let buf = DeviceBuffer::new(ctas * CtaStamps::WORDS * 8)?;
         buf.fill_bytes(0, ctx)?;
         self.launch_choice(ctx, p, ops, choice, Some(buf.ptr()), &env)?;
         ctx.synchronize()?;
-        let raw: Vec<u64> = buf.download(ctas * 2 * n)?;
-        Ok(raw
-            .chunks(2 * n)
-            .map(|c| {
-                let mut s = CtaStamps::default();
-                s.ns[..n].copy_from_slice(&c[..n]);
-                s.clk[..n].copy_from_slice(&c[n..]);
-                s
-            })
-            .take_while(|s| s.ns[0] != 0)
+        let raw: Vec<u64> = buf.download(ctas * CtaStamps::WORDS)?;
+        Ok(CtaStamps::records(&raw)
+            .take_while(CtaStamps::entered)
             .collect())
     }
 }

@@ -162,7 +162,7 @@ pub fn launch_varlen(
     )
 }
 
-/// What `KILN_BWD_DQ_FUSED` (`knob`: 0, 1, 2; unset, 2 on d64's 128-row tile and 0 elsewhere)
+/// What `KILN_BWD_DQ_FUSED` (`knob`: 0 to 3; unset, 2 on d64's 128-row tile and 0 elsewhere)
 /// makes of the packed tile `t`'s dQ: converted in the main kernel on the row split's 128-row
 /// tile (d64) or the column split's 64-row one (d128), with the grid of sequences along z (the
 /// kernel's counters are per sequence); elsewhere [`DqFused::Off`], the postprocess converts it.
@@ -299,8 +299,10 @@ mod tests {
         for t in [d64, d128] {
             assert_eq!(dq_fused_for(Some(1), &t, false), DqFused::Convert);
             assert_eq!(dq_fused_for(Some(2), &t, false), DqFused::LeaveZero);
+            assert_eq!(dq_fused_for(Some(3), &t, false), DqFused::LastBlock);
             assert_eq!(dq_fused_for(Some(0), &t, false), DqFused::Off);
             assert_eq!(dq_fused_for(Some(2), &t, true), DqFused::Off);
+            assert_eq!(dq_fused_for(Some(3), &t, true), DqFused::Off);
             assert_eq!(dq_fused_for(None, &t, true), DqFused::Off);
         }
         // unset: d64's 128-row tile leaves the accumulator zero, d128 keeps the postprocess
@@ -311,7 +313,7 @@ mod tests {
         assert_eq!(dq_fused_for(None, &d64_rows64, false), DqFused::Off);
     }
 
-    /// The fused conversion's kernels (`KILN_BWD_DQ_FUSED` 1 and 2) on the packed tiles it takes,
+    /// The fused conversion's kernels (`KILN_BWD_DQ_FUSED` 1 to 3) on the packed tiles it takes,
     /// d64's 128-row one (`d` 64) and d128's (128), compile for sm_90a with no local memory, no
     /// wgmma serialisation and the register split honoured (the writer and converter warps at the
     /// producer's 24 registers); they compile when the knob asks for them, outside the variant
@@ -320,7 +322,7 @@ mod tests {
         use crate::ops::attention::DTYPES;
         let t = bwd_fa3_lookahead::varlen_tile(d, true);
         let mut v = Vec::new();
-        for mode in [DqFused::Convert, DqFused::LeaveZero] {
+        for mode in [DqFused::Convert, DqFused::LeaveZero, DqFused::LastBlock] {
             let f = WgmmaBwdTile {
                 dq_fused: mode,
                 ..t

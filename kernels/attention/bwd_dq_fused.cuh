@@ -265,7 +265,7 @@ __device__ __forceinline__ void fused_zero_keyless(const AttnBwdArgs& p) {
 static_assert(!DQ_LAST || (BWD_VARLEN && !VARLEN_COMPACT && !DET_WRITER && !DQ_LATE && !TAIL),
               "KILN_BWD_DQ_FUSED 3: the packed walk on the grid of sequences along z, dQ by the consumers' own reduces");
 constexpr int FL_LPR = D / 8, FL_RPP = 256 / FL_LPR;  // lanes a row (8 fp32 each), rows a pass of 256 threads
-constexpr int FL_PASSES = 8;                          // passes' loads in flight: 32 KB a block
+constexpr int FL_PASSES = 8;                          // passes' loads in flight: 64 KB a block
 
 // By consumer thread t (0 .. 255) after the block's dK and dV stores; adder: the thread that
 // issued its warpgroup's reduces. Named barrier 12.

@@ -162,17 +162,19 @@ pub fn launch_varlen(
     )
 }
 
-/// What `KILN_BWD_DQ_FUSED` (`knob`: 0 to 3; unset, 2 on d64's 128-row tile and 0 elsewhere)
+/// What `KILN_BWD_DQ_FUSED` (`knob`: 0 to 3; unset, 2 on d64's 128-row tile and 3 on d128's)
 /// makes of the packed tile `t`'s dQ: converted in the main kernel on the row split's 128-row
 /// tile (d64) or the column split's 64-row one (d128), with the grid of sequences along z (the
 /// kernel's counters are per sequence); elsewhere [`DqFused::Off`], the postprocess converts it.
-/// The default is the H200's (ledger B27, B28): at d64 the fused form with the accumulator left
-/// zero is 0.6-1.2 % faster; at d128 the writer warp falls behind the 64-row steps (9-10 % slower).
+/// The default is the H200's (ledger B27, B28, B31): at d64 the fused form with the accumulator
+/// left zero is 0.6-1.2 % faster; at d128 the writer warp falls behind the 64-row steps (9-10 %
+/// slower), and the conversion by each sequence's last key block (no writer) is 2.6-2.9 % faster
+/// than the postprocess.
 pub fn dq_fused_for(knob: Option<u32>, t: &WgmmaBwdTile, compact: bool) -> DqFused {
     let d64_rows = t.bm == 128 && t.dq_split == 2;
     let tile = d64_rows || (t.d == 128 && t.bm == BM && t.dq_split == 0);
     if tile && !compact {
-        DqFused::from_knob(knob.unwrap_or(if d64_rows { 2 } else { 0 }))
+        DqFused::from_knob(knob.unwrap_or(if d64_rows { 2 } else { 3 }))
     } else {
         DqFused::Off
     }
@@ -305,9 +307,10 @@ mod tests {
             assert_eq!(dq_fused_for(Some(3), &t, true), DqFused::Off);
             assert_eq!(dq_fused_for(None, &t, true), DqFused::Off);
         }
-        // unset: d64's 128-row tile leaves the accumulator zero, d128 keeps the postprocess
+        // unset: d64's 128-row tile leaves the accumulator zero through the writer warp, d128's
+        // through each sequence's last key block
         assert_eq!(dq_fused_for(None, &d64, false), DqFused::LeaveZero);
-        assert_eq!(dq_fused_for(None, &d128, false), DqFused::Off);
+        assert_eq!(dq_fused_for(None, &d128, false), DqFused::LastBlock);
         let d64_rows64 = bwd_fa3_lookahead::varlen_tile(64, false);
         assert_eq!(dq_fused_for(Some(2), &d64_rows64, false), DqFused::Off);
         assert_eq!(dq_fused_for(None, &d64_rows64, false), DqFused::Off);

@@ -250,3 +250,68 @@ __device__ __forceinline__ void fused_zero_keyless(const AttnBwdArgs& p) {
     *reinterpret_cast<u32x4*>(dq) = u32x4{0u, 0u, 0u, 0u};
   }
 }
+
+// KILN_BWD_DQ_FUSED 3 (DQ_LAST): no writer warp, no queue. The consumers add dQ as the default
+// kernel does; at its end each block with work (every key block of its sequence: bwd_varlen_start
+// passes exactly those, whatever the mask) counts itself once on the (sequence, key/value head)
+// counter, p.dq_sem [heads_kv][sequences] (within the host's [heads_q][sequences], zeroed by the
+// preprocess), after its reduces have completed. The block that brings it to the sequence's key
+// blocks converts the unit: every packed row of the sequence for the group's query heads, all D
+// columns, read from L2 (written over the last waves, at most 4 MB a head at d128 and 8192 rows),
+// scaled, rounded, stored as dQ, and zeros stored over what it read (the lines dirty in L2 from
+// the reduces: no HBM bytes beyond their write-back), so that the accumulator is left zero as
+// under 2. Rows no key block reaches hold zero and come out as dQ 0; the zeros a tile adds past
+// its sequence's end into the next sequence's rows leave those rows as they are, converted or not.
+static_assert(!DQ_LAST || (BWD_VARLEN && !VARLEN_COMPACT && !DET_WRITER && !DQ_LATE && !TAIL),
+              "KILN_BWD_DQ_FUSED 3: the packed walk on the grid of sequences along z, dQ by the consumers' own reduces");
+constexpr int FL_LPR = D / 8, FL_RPP = 256 / FL_LPR;  // lanes a row (8 fp32 each), rows a pass of 256 threads
+constexpr int FL_PASSES = 8;                          // passes' loads in flight: 64 KB a block
+
+// By consumer thread t (0 .. 255) after the block's dK and dV stores; adder: the thread that
+// issued its warpgroup's reduces. Named barrier 12.
+__device__ __forceinline__ void fused_last_block(const AttnBwdArgs& p, const BwdWalk& k, bool adder, int t) {
+  if (adder) {
+    tma_store_wait<0>();  // complete, not only read
+    fence_proxy_async_global();
+  }
+  named_barrier_sync(12, 256);
+  u32 last = 0;
+  if (t == 0) {
+    const u32 blocks = (k.rows_k(p) + BN - 1) / BN;
+    last = atom_acq_rel_add(p.dq_sem + k.hk * (int)gridDim.z + (int)blockIdx.z, 1) + 1 == blocks;
+  }
+  // (through a shuffle from lane 0, as split_k.cuh's split_arrive: the barrier's predicate kept
+  // feeding the branch otherwise)
+  if (__shfl_sync(0xffffffffu, (int)named_barrier_or(12, 256, last != 0), 0) == 0) return;
+  const int rq = k.rows_q(p), q0 = k.q0(p), sub = t / FL_LPR, col = 8 * (t % FL_LPR);
+#pragma unroll 1
+  for (int g = 0; g < p.group; ++g) {
+    const int h = k.hk * p.group + g;
+    float* src = p.dq_acc + ((i64)h * p.sq + q0 + sub) * D + col;
+    in_t* dst = static_cast<in_t*>(p.dq) + h * p.q_sh + (i64)(q0 + sub) * p.q_ss + col;
+#pragma unroll 1
+    for (int r = sub; r < rq; r += FL_PASSES * FL_RPP, src += FL_PASSES * FL_RPP * D, dst += FL_PASSES * FL_RPP * p.q_ss) {
+      float x[FL_PASSES][8];
+#pragma unroll
+      for (int i = 0; i < FL_PASSES; ++i)
+        if (r + i * FL_RPP < rq) {
+          ld_cg_f4(src + i * FL_RPP * D, x[i][0], x[i][1], x[i][2], x[i][3]);
+          ld_cg_f4(src + i * FL_RPP * D + 4, x[i][4], x[i][5], x[i][6], x[i][7]);
+        }
+#pragma unroll
+      for (int i = 0; i < FL_PASSES; ++i)
+        if (r + i * FL_RPP < rq) {
+          // (after the loads: an ld.cg and a later st.cg of the same thread and address keep their
+          // order)
+          st_cg_f4(src + i * FL_RPP * D, 0.0f, 0.0f, 0.0f, 0.0f);
+          st_cg_f4(src + i * FL_RPP * D + 4, 0.0f, 0.0f, 0.0f, 0.0f);
+          u32x4 out;
+          out.x = pack2<in_t>(x[i][0] * p.scale, x[i][1] * p.scale);
+          out.y = pack2<in_t>(x[i][2] * p.scale, x[i][3] * p.scale);
+          out.z = pack2<in_t>(x[i][4] * p.scale, x[i][5] * p.scale);
+          out.w = pack2<in_t>(x[i][6] * p.scale, x[i][7] * p.scale);
+          *reinterpret_cast<u32x4*>(dst + i * FL_RPP * p.q_ss) = out;
+        }
+    }
+  }
+}

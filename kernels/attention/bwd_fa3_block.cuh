@@ -181,13 +181,20 @@ static_assert(!(DET_WRITER && (BWD_WINDOW || BWD_VARLEN)),
 // that completes a counter queues the rows for warps 2 and 3, which read them from L2, scale,
 // round and store dQ (bwd_dq_fused.cuh). KILN_BWD_DQ_FUSED 2: the same, the converters storing
 // zeros over what they read, so that the accumulator is left zero for the next call.
+// KILN_BWD_DQ_FUSED 3 (DQ_LAST): no writer warp; the consumers add dQ as without the define, and
+// at the block's end one counter per (sequence, key/value head) counts the block; the last of the
+// sequence's key blocks converts the whole unit and leaves the accumulator zero (bwd_dq_fused.cuh:
+// fused_last_block).
 #if defined(KILN_BWD_DQ_FUSED)
-constexpr bool DQ_FUSED = KILN_BWD_DQ_FUSED != 0;
+constexpr bool DQ_FUSED = KILN_BWD_DQ_FUSED == 1 || KILN_BWD_DQ_FUSED == 2;  // (the writer warp and its queue)
 constexpr bool DQ_ZERO = KILN_BWD_DQ_FUSED == 2;
-static_assert(KILN_BWD_DQ_FUSED >= 0 && KILN_BWD_DQ_FUSED <= 2, "KILN_BWD_DQ_FUSED: 0, 1 or 2 (the accumulator left zero)");
+constexpr bool DQ_LAST = KILN_BWD_DQ_FUSED == 3;
+static_assert(KILN_BWD_DQ_FUSED >= 0 && KILN_BWD_DQ_FUSED <= 3,
+              "KILN_BWD_DQ_FUSED: 0, 1, 2 (the accumulator left zero) or 3 (the last key block converts)");
 #else
 constexpr bool DQ_FUSED = false;
 constexpr bool DQ_ZERO = false;
+constexpr bool DQ_LAST = false;
 #endif
 static_assert(!DQ_FUSED || (BWD_VARLEN && BWD_WINDOW && (SPLIT_M || SPLIT_N) && !DET_WRITER),
               "KILN_BWD_DQ_FUSED: the packed walk (its window's rule counts the adders) on the row split's or the column split's tile");

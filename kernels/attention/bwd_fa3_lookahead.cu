@@ -44,7 +44,8 @@
 // KILN_BWD_DQ_FUSED 1 (the host's KILN_BWD_DQ_FUSED knob, the packed walk on d64's row split's
 // tile or d128's column split's): each block's dQ tiles to a writer warp that adds them, counts
 // the adds and has the last adder's rows converted in the kernel, so that no postprocess runs
-// (bwd_dq_fused.cuh); 2, the converters also leave the accumulator zero for the next call.
+// (bwd_dq_fused.cuh); 2, the converters also leave the accumulator zero for the next call; 3, no
+// writer: the last key block of each (sequence, key/value head) converts it (fused_last_block).
 #include "attention/bwd_fa3_block.cuh"
 #include "attention/bwd_dq_tile.cuh"
 #include "attention/bwd_dq_fused.cuh"
@@ -166,7 +167,8 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
     } else if (DQ_FUSED) {
       tile.hand_over(dq, th, it, 1);  // (to the fused writer: bwd_dq_fused.cuh)
     } else {
-      u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
+      // (DQ_LAST: p.dq_sem holds the end's counters, not the deterministic mode's)
+      u32* sem = p.dq_sem == nullptr || DQ_LAST ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
       tile.add(dq, p, k, th, h, m0, sem);
     }
   }
@@ -180,7 +182,8 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
     wgmma_wait<0>();  // the Sᵀ after the last block (dropped)
     fence_all(st);
   }
-  tile.before_exit();
+  // (DQ_LAST: the last reduce waited for after dK and dV are stored, in fused_last_block)
+  if (!DQ_LAST) tile.before_exit();
   fence_all(dk);  // the last dK and dV wgmmas completed (the loop's final wait) before these reads
   fence_all(dv);
   // KILN_BWD_TAIL: a part of a split key block stores dK and dV only if it is the last to finish,
@@ -188,6 +191,7 @@ __device__ __forceinline__ void bwd_consume_ahead(int c, const AttnBwdArgs& p, c
   int slot, part;
   if (TAIL && tail_part(p, slot, part) && !tail_fixup<KR>(dk, dv, p, slot, part, c * 128 + (int)(threadIdx.x % 128))) return;
   store_dk_dv<D>(bwd_kv_rows(p.dk, p, k), bwd_kv_rows(p.dv, p, k), dk, dv, p.scale, k.n0 + c * 64 + th.krow, k.rows_k(p), p.kv_ss, th.t);
+  if constexpr (DQ_LAST) fused_last_block(p, k, tile.adder, c * 128 + (int)(threadIdx.x % 128));
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -196,8 +200,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // KILN_BWD_DQ_FUSED: a sequence without keys has no block with work (its dQ zeroed here), and
   // the conversion queue starts empty (published by bwd_start's barrier)
+  if constexpr (DQ_FUSED || DQ_LAST) fused_zero_keyless(p);
   if constexpr (DQ_FUSED) {
-    fused_zero_keyless(p);
     if (threadIdx.x == 0) fused_queue_init(smem_raw);
   }
   bwd_kernel<true>(

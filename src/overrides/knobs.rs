@@ -158,9 +158,9 @@ pub(super) static KNOBS: &[Knob] = &[
     },
     Knob {
         name: "KILN_BWD_DQ_FUSED",
-        takes: || "0, 1 or 2".into(),
-        default: "2 at d64, 0 at d128: the packed backward converts dQ in its main kernel, by the last adder of each 64 query rows, the converters leaving the fp32 accumulator zero so that the preprocess computes D only (2); the same with the accumulator zeroed by the preprocess (1); in a postprocess (0)",
-        set: |o, v| put(&mut o.attention.bwd_dq_fused, opt(v, |v| number(v, 0, 2))),
+        takes: || "0, 1, 2 or 3".into(),
+        default: "2 at d64, 3 at d128: the packed backward converts dQ in its main kernel, by the last adder of each 64 query rows, the converters leaving the fp32 accumulator zero so that the preprocess computes D only (2); the same with the accumulator zeroed by the preprocess (1); by the last key block of each sequence and key/value head, no writer warp, the accumulator left zero (3); in a postprocess (0)",
+        set: |o, v| put(&mut o.attention.bwd_dq_fused, opt(v, |v| number(v, 0, 3))),
         show: |o| o.attention.bwd_dq_fused.map(|n| n.to_string()),
     },
     Knob {

@@ -165,9 +165,11 @@ pub struct AttentionOverrides {
     /// `KILN_BWD_DQ_FUSED`: the packed backward (d64's 128-row tile, d128) converts dQ in its
     /// main kernel (the last adder of each 64 query rows, through a writer warp) instead of a
     /// postprocess: 1; 2, the same with the fp32 accumulator left zero by the converters (its own
-    /// workspace; the preprocess computes D only); 0, the postprocess. Default (`None`): 2 on
-    /// d64's 128-row tile (0.906-0.909x one dense call against 0.898-0.903x, two H200 rounds,
-    /// ledger B28), 0 at d128 (its writer warp cannot keep up: 9-10 % slower, B27).
+    /// workspace; the preprocess computes D only); 3, no writer warp: the last key block of each
+    /// (sequence, key/value head) converts its rows, the accumulator left zero; 0, the
+    /// postprocess. Default (`None`): 2 on d64's 128-row tile (0.906-0.909x one dense call
+    /// against 0.898-0.903x, two H200 rounds, ledger B28), 3 at d128 (0.912-0.914x against the
+    /// postprocess's 0.886-0.888x, B31; 1 and 2 there lose, their writer warp cannot keep up, B27).
     pub bwd_dq_fused: Option<u32>,
     /// `KILN_BWD_VARLEN_M128`: the packed d64 backward runs `bwd_fa3_m128_fma`'s tile (128 query
     /// rows a step) instead of `bwd_fa3_lookahead`'s 64-row one. Default: true (1.09-1.11x the

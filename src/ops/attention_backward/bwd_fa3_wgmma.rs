@@ -81,8 +81,9 @@ pub struct WgmmaBwdTile {
     pub ds_packed: bool,
     /// dQ converted in the main kernel by its last adder's writer warp, no postprocess, and
     /// whether the converters leave the accumulator zero (`KILN_BWD_DQ_FUSED`: the define
-    /// `KILN_BWD_DQ_FUSED` 1 or 2; `varlen` on d64's row split's tile or d128's column split's
-    /// only, `kernels/attention/bwd_dq_fused.cuh`).
+    /// `KILN_BWD_DQ_FUSED` 1 or 2; 3, the last key block of each sequence converts it, no
+    /// writer; `varlen` on d64's row split's tile or d128's column split's only,
+    /// `kernels/attention/bwd_dq_fused.cuh`).
     pub dq_fused: DqFused,
     /// The grid's last partial wave of key blocks split into parts (`KILN_BWD_TAIL`:
     /// `bwd_fa3_lookahead.cu` with the define `KILN_BWD_TAIL`, the dense walk only; [`super::tail`]).
@@ -227,7 +228,7 @@ impl WgmmaBwdTile {
             64
         };
         // the fused conversion's queue past the barriers (bwd_dq_fused.cuh's FQ_BYTES, rounded)
-        let queue = if self.dq_fused.on() { 256 } else { 0 };
+        let queue = if self.dq_fused.queue() { 256 } else { 0 };
         1024 + kv + self.stages * stage + ds + vec + dq + walk + bars + queue
     }
 
@@ -516,7 +517,8 @@ pub struct PackedGrid {
     /// A host-mapped word the kernel sets to 1 on bad offsets; 0: not recorded.
     pub errors: u64,
     /// The main kernel converts dQ (`KILN_BWD_DQ_FUSED`, [`super::dq_fused`]): its counters
-    /// zeroed by the preprocess, no postprocess; `LeaveZero`, on the accumulator kept zero.
+    /// zeroed by the preprocess, no postprocess; `LeaveZero` and `LastBlock`, on the accumulator
+    /// kept zero.
     pub dq_fused: DqFused,
 }
 
@@ -547,8 +549,8 @@ pub fn launch_main(
     let a = &p.attn;
     let main = ctx.function(main)?;
     let parts = sched.dq_parts.max(1) as usize;
-    // (`KILN_BWD_DQ_FUSED=2`: the accumulator kept zero, not the shared one)
-    let ws = if packed.is_some_and(|g| g.dq_fused == DqFused::LeaveZero) {
+    // (`KILN_BWD_DQ_FUSED` 2, 3: the accumulator kept zero, not the shared one)
+    let ws = if packed.is_some_and(|g| g.dq_fused.leaves_zero()) {
         super::dq_fused::leave_zero_workspace(ctx, p)?
     } else {
         BackwardWorkspace::with_parts(ctx, p, BM as usize, parts)?
@@ -567,7 +569,7 @@ pub fn launch_main(
     }
     let fused = packed.filter(|g| g.dq_fused.on());
     if let Some(g) = fused {
-        args.dq_sem = super::dq_fused::counters(ctx, a, g.seqs)?;
+        args.dq_sem = super::dq_fused::counters(ctx, a, g.seqs, g.dq_fused)?;
     }
     // KILN_BWD_LPT: causal blocks longest walk first, a chunk of heads at a time
     args.lpt_heads = super::lpt::lpt_heads(
@@ -670,7 +672,7 @@ pub fn launch_main(
     // `bwd_fa3_bulk_dq`'s bulk adds). The three launches run in order on one stream.
     // (`bwd_fa3_d256_persist` waits for the preprocess in griddepcontrol.wait before it reads D
     // or adds to the accumulator: it may start while the preprocess runs)
-    // (`KILN_BWD_DQ_FUSED`: the preprocess zeroes the main kernel's counters, and under 2 leaves
+    // (`KILN_BWD_DQ_FUSED`: the preprocess zeroes the main kernel's counters, and under 2, 3 leaves
     // the accumulator, which the last call left zero; no postprocess)
     unsafe {
         if let Some(g) = fused {

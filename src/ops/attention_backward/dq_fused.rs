@@ -15,6 +15,11 @@
 //! longer writes 1.2 GB of zeros. A launch cannot stop part-way and leave sums behind: a kernel
 //! either completes or ends the context with a sticky error (a fault, a trap, a timeout), and a
 //! launch refused before it runs adds nothing.
+//!
+//! [`DqFused::LastBlock`] (`KILN_BWD_DQ_FUSED=3`): no writer warp; one counter per (sequence,
+//! key/value head), [heads_q][sequences] words of which [heads_kv][sequences] are used, counts the
+//! sequence's key blocks at their ends, and the last converts the sequence's rows of the group's
+//! heads, leaving the accumulator zero as [`DqFused::LeaveZero`] does.
 
 use super::bwd_prep;
 use super::{AttnBwdArgs, BackwardProblem, BackwardWorkspace};
@@ -32,15 +37,19 @@ pub enum DqFused {
     Convert,
     /// As `Convert`, the converters leaving the accumulator (its own workspace) zero (2).
     LeaveZero,
+    /// No writer warp: the last key block of each (sequence, key/value head) converts the
+    /// sequence's rows of its heads and leaves the accumulator zero (3).
+    LastBlock,
 }
 
 impl DqFused {
-    /// The knob's value (0, 1, 2).
+    /// The knob's value (0, 1, 2, 3).
     pub fn from_knob(n: u32) -> DqFused {
         match n {
             0 => DqFused::Off,
             1 => DqFused::Convert,
-            _ => DqFused::LeaveZero,
+            2 => DqFused::LeaveZero,
+            _ => DqFused::LastBlock,
         }
     }
 
@@ -52,6 +61,26 @@ impl DqFused {
     pub fn on(self) -> bool {
         self != DqFused::Off
     }
+
+    /// Whether the kernel has the writer warp and its conversion queue (1, 2).
+    pub fn queue(self) -> bool {
+        matches!(self, DqFused::Convert | DqFused::LeaveZero)
+    }
+
+    /// Whether the call leaves its own accumulator zero (2, 3): the preprocess computes D only.
+    pub fn leaves_zero(self) -> bool {
+        matches!(self, DqFused::LeaveZero | DqFused::LastBlock)
+    }
+
+    /// The counters a head holds for a packed batch of `total_q` rows in `seqs` sequences: the
+    /// kernel's `fused_slots` (1, 2), or one a sequence (3).
+    pub fn slots(self, total_q: usize, seqs: u32) -> usize {
+        if self == DqFused::LastBlock {
+            seqs as usize
+        } else {
+            slots(total_q, seqs)
+        }
+    }
 }
 
 /// The counters a head holds for a packed batch of `total_q` rows in `seqs` sequences (the
@@ -60,14 +89,14 @@ pub fn slots(total_q: usize, seqs: u32) -> usize {
     total_q.max(1).saturating_sub(1) / 64 + seqs as usize
 }
 
-/// The counters' scratch for the packed batch whose dense view is `a` (one batch of the packed
-/// rows) in `seqs` sequences: its device address.
-pub fn counters(ctx: &Context, a: &AttentionProblem, seqs: u32) -> Result<u64> {
-    let bytes = a.heads_q * slots(a.seqlen_q, seqs) * 4;
+/// The counters' scratch of `mode` for the packed batch whose dense view is `a` (one batch of the
+/// packed rows) in `seqs` sequences: its device address.
+pub fn counters(ctx: &Context, a: &AttentionProblem, seqs: u32, mode: DqFused) -> Result<u64> {
+    let bytes = a.heads_q * mode.slots(a.seqlen_q, seqs) * 4;
     ctx.scratch.attn_bwd_dq_sem.at_least(ctx, bytes)
 }
 
-/// The workspaces of a [`DqFused::LeaveZero`] launch of the packed batch whose dense view is `p`:
+/// The workspaces of a [`DqFused::LeaveZero`] or [`DqFused::LastBlock`] launch of the packed batch whose dense view is `p`:
 /// D's, and the accumulator kept zero (not the shared one, which the other backwards leave
 /// holding sums); the counters are [`counters`].
 pub fn leave_zero_workspace(ctx: &Context, p: &BackwardProblem) -> Result<BackwardWorkspace> {
@@ -82,8 +111,8 @@ pub fn leave_zero_workspace(ctx: &Context, p: &BackwardProblem) -> Result<Backwa
 
 /// The preprocess for the fused main kernel of a packed batch in `seqs` sequences: `args` as the
 /// main kernel takes them (the counters in `dq_sem`), launched with the counters' grid
-/// (`m_block` 1, `m_blocks` the slots); under `mode` [`DqFused::LeaveZero`] it leaves the
-/// accumulator alone (D only).
+/// (`m_block` 1, `m_blocks` the slots); under a `mode` that leaves the accumulator zero it
+/// leaves the accumulator alone (D only).
 ///
 /// # Safety
 /// As [`bwd_prep::launch_pre`]; `args.dq_sem` holds [`counters`]' bytes for `args` and `seqs`.
@@ -94,10 +123,10 @@ pub unsafe fn launch_pre(
     mode: DqFused,
 ) -> Result<()> {
     let mut pre = *args;
-    if mode == DqFused::LeaveZero {
+    if mode.leaves_zero() {
         pre.dq_acc = 0;
     }
-    let n = slots(args.sq as usize, seqs);
+    let n = mode.slots(args.sq as usize, seqs);
     if n > args.sq as usize {
         // SAFETY: the counters' scratch holds heads_q x n words ([`counters`]).
         let bytes = args.heads_q as usize * n * 4;

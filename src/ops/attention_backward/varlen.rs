@@ -162,17 +162,19 @@ pub fn launch_varlen(
     )
 }
 
-/// What `KILN_BWD_DQ_FUSED` (`knob`: 0, 1, 2; unset, 2 on d64's 128-row tile and 0 elsewhere)
+/// What `KILN_BWD_DQ_FUSED` (`knob`: 0 to 3; unset, 2 on d64's 128-row tile and 3 on d128's)
 /// makes of the packed tile `t`'s dQ: converted in the main kernel on the row split's 128-row
 /// tile (d64) or the column split's 64-row one (d128), with the grid of sequences along z (the
 /// kernel's counters are per sequence); elsewhere [`DqFused::Off`], the postprocess converts it.
-/// The default is the H200's (ledger B27, B28): at d64 the fused form with the accumulator left
-/// zero is 0.6-1.2 % faster; at d128 the writer warp falls behind the 64-row steps (9-10 % slower).
+/// The default is the H200's (ledger B27, B28, B31): at d64 the fused form with the accumulator
+/// left zero is 0.6-1.2 % faster; at d128 the writer warp falls behind the 64-row steps (9-10 %
+/// slower), and the conversion by each sequence's last key block (no writer) is 2.6-2.9 % faster
+/// than the postprocess.
 pub fn dq_fused_for(knob: Option<u32>, t: &WgmmaBwdTile, compact: bool) -> DqFused {
     let d64_rows = t.bm == 128 && t.dq_split == 2;
     let tile = d64_rows || (t.d == 128 && t.bm == BM && t.dq_split == 0);
     if tile && !compact {
-        DqFused::from_knob(knob.unwrap_or(if d64_rows { 2 } else { 0 }))
+        DqFused::from_knob(knob.unwrap_or(if d64_rows { 2 } else { 3 }))
     } else {
         DqFused::Off
     }
@@ -299,19 +301,22 @@ mod tests {
         for t in [d64, d128] {
             assert_eq!(dq_fused_for(Some(1), &t, false), DqFused::Convert);
             assert_eq!(dq_fused_for(Some(2), &t, false), DqFused::LeaveZero);
+            assert_eq!(dq_fused_for(Some(3), &t, false), DqFused::LastBlock);
             assert_eq!(dq_fused_for(Some(0), &t, false), DqFused::Off);
             assert_eq!(dq_fused_for(Some(2), &t, true), DqFused::Off);
+            assert_eq!(dq_fused_for(Some(3), &t, true), DqFused::Off);
             assert_eq!(dq_fused_for(None, &t, true), DqFused::Off);
         }
-        // unset: d64's 128-row tile leaves the accumulator zero, d128 keeps the postprocess
+        // unset: d64's 128-row tile leaves the accumulator zero through the writer warp, d128's
+        // through each sequence's last key block
         assert_eq!(dq_fused_for(None, &d64, false), DqFused::LeaveZero);
-        assert_eq!(dq_fused_for(None, &d128, false), DqFused::Off);
+        assert_eq!(dq_fused_for(None, &d128, false), DqFused::LastBlock);
         let d64_rows64 = bwd_fa3_lookahead::varlen_tile(64, false);
         assert_eq!(dq_fused_for(Some(2), &d64_rows64, false), DqFused::Off);
         assert_eq!(dq_fused_for(None, &d64_rows64, false), DqFused::Off);
     }
 
-    /// The fused conversion's kernels (`KILN_BWD_DQ_FUSED` 1 and 2) on the packed tiles it takes,
+    /// The fused conversion's kernels (`KILN_BWD_DQ_FUSED` 1 to 3) on the packed tiles it takes,
     /// d64's 128-row one (`d` 64) and d128's (128), compile for sm_90a with no local memory, no
     /// wgmma serialisation and the register split honoured (the writer and converter warps at the
     /// producer's 24 registers); they compile when the knob asks for them, outside the variant
@@ -320,7 +325,7 @@ mod tests {
         use crate::ops::attention::DTYPES;
         let t = bwd_fa3_lookahead::varlen_tile(d, true);
         let mut v = Vec::new();
-        for mode in [DqFused::Convert, DqFused::LeaveZero] {
+        for mode in [DqFused::Convert, DqFused::LeaveZero, DqFused::LastBlock] {
             let f = WgmmaBwdTile {
                 dq_fused: mode,
                 ..t

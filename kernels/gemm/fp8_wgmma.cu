@@ -138,7 +138,6 @@
 #include "common/split_k.cuh"
 #include "common/split_k_cluster.cuh"
 #include "common/tma.cuh"
-#include "common/tma_3d.cuh"
 #include "common/wgmma_fp8.cuh"
 #include "common/wgmma_fp8_rs.cuh"
 
@@ -165,31 +164,6 @@
 #ifndef KILN_WHOLE
 #define KILN_WHOLE 0
 #endif
-// KILN_MAP3 = 1 (KILN_FP8_MAP3, a lab knob, 2026-12-02, ledger row 250): A's and B's maps are
-// rank 3 with a third dimension of 1, as cuBLASLt's are, so every load of them is the 3D form at
-// a third coordinate of 0 (an instruction must name its map's rank). Absent: the 2D loads.
-#ifndef KILN_MAP3
-#define KILN_MAP3 0
-#endif
-
-// An A or B box at (K element c0, row c1) in the form KILN_MAP3 encodes the operands' maps.
-__device__ __forceinline__ void load_operand(u32 dst, const TmaMap* map, u32 bar, int c0, int c1) {
-#if KILN_MAP3
-  tma_load_3d(dst, map, bar, c0, c1, 0);
-#else
-  tma_load_2d(dst, map, bar, c0, c1);
-#endif
-}
-
-// As load_operand, multicast to the CTAs of `cta_mask`.
-__device__ __forceinline__ void load_operand_multicast(u32 dst, const TmaMap* map, u32 bar, int c0, int c1,
-                                                       u16 cta_mask) {
-#if KILN_MAP3
-  tma_load_3d_multicast(dst, map, bar, c0, c1, 0, cta_mask);
-#else
-  tma_load_2d_multicast(dst, map, bar, c0, c1, cta_mask);
-#endif
-}
 
 constexpr int BM = KILN_BM, BN = KILN_BN, BK = 128, STAGES = KILN_STAGES;
 constexpr int SCALE = KILN_SCALE, FA = KILN_FP8_A, FB = KILN_FP8_B;
@@ -570,7 +544,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         early = (u32)min(kb1 - kb0, STAGES);
         for (u32 j = 0; j < early; ++j) {
           mbar_arrive_expect_tx(full((int)j), box_tx + scale_bytes(tm, tn));
-          load_operand(stages0 + j * STAGE_BYTES + B_OFF, &tma_b, full((int)j), (kb0 + (int)j) * BK, tn * BN);
+          tma_load_2d(stages0 + j * STAGE_BYTES + B_OFF, &tma_b, full((int)j), (kb0 + (int)j) * BK, tn * BN);
         }
       }
       if (p.pdl & 1) grid_dependency_wait();
@@ -585,11 +559,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
             // its scales, resident from now on, ahead of the block's B
             const u32 ra = (u32)min(BM, p.m);
             mbar_arrive_expect_tx(a_full(kb), (u32)p.a_rows * BK + 4u * ra);
-            load_operand(base + kb * A_BYTES, &tma_a, a_full(kb), kb * BK, 0);
+            tma_load_2d(base + kb * A_BYTES, &tma_a, a_full(kb), kb * BK, 0);
             bulk_copy_g2s(sares + kb * BM * 4, p.sa + (i64)kb * p.m, 4u * ra, a_full(kb));
           }
           if (it < early) {  // B on its way already
-            load_operand(sa, &tma_a, full(s), kb * BK, tm * BM);
+            tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
             load_slot(s, kb, tm, tn);
             continue;
           }
@@ -598,15 +572,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
           mbar_arrive_expect_tx(full(s), box_tx + scale_bytes(tm, tn));  // whole A and B tiles land, every part
           if constexpr (CN > 1)
-            load_operand_multicast(sa + rn * A_PART * 128, &tma_a, full(s), kb * BK, tm * BM + rn * A_PART,
+            tma_load_2d_multicast(sa + rn * A_PART * 128, &tma_a, full(s), kb * BK, tm * BM + rn * A_PART,
                                   a_peers);
           else if constexpr (!ARES)
-            load_operand(sa, &tma_a, full(s), kb * BK, tm * BM);
+            tma_load_2d(sa, &tma_a, full(s), kb * BK, tm * BM);
           if constexpr (CM > 1)
-            load_operand_multicast(sa + A_BYTES + rm * B_PART * 128, &tma_b, full(s), kb * BK,
+            tma_load_2d_multicast(sa + A_BYTES + rm * B_PART * 128, &tma_b, full(s), kb * BK,
                                   tn * BN + rm * B_PART, b_peers);
           else
-            load_operand(sa + B_OFF, &tma_b, full(s), kb * BK, tn * BN);
+            tma_load_2d(sa + B_OFF, &tma_b, full(s), kb * BK, tn * BN);
           load_slot(s, kb, tm, tn);
         }
       }

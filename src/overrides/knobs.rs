@@ -679,23 +679,6 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.fp8.group_m.map(|g| g.to_string()),
     },
     Knob {
-        name: "KILN_FP8_MAP3",
-        takes: || {
-            "`0`, `1` or `vendor` (a lab knob: the dense FP8 GEMM's A and B maps as rank 3 with a \
-             third dimension of 1 and its loads the 3D form; `vendor` also with the header bits \
-             of cuBLASLt's maps)"
-                .into()
-        },
-        default: "0",
-        set: |o, v| {
-            put(
-                &mut o.fp8.map3,
-                or(v, Fp8MapForm::Rank2, Fp8MapForm::parse),
-            )
-        },
-        show: |o| unless(o.fp8.map3, Fp8MapForm::Rank2, |f| f.name().to_string()),
-    },
-    Knob {
         name: "KILN_FP8_PDL",
         takes: || {
             "0, 1 or 2 (the dense FP8 GEMM launched plainly, as the programmatic dependent of the \

@@ -30,7 +30,6 @@ use crate::error::{Error, Result};
 use crate::libs::{self, CudaLib};
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::fp8::gemm::Fp8Rule;
-use crate::ops::fp8::tma::Fp8MapForm;
 use crate::ops::fp8::Fp8Pdl;
 use crate::ops::gemm::small_k::SmallK;
 use crate::ops::gemm::wgmma_tma_ws::{

@@ -5,7 +5,6 @@ use serde::Serialize;
 
 use crate::ops::attention::fa3_wgmma::Config as Fa3Config;
 use crate::ops::fp8::gemm::Fp8Rule;
-use crate::ops::fp8::tma::Fp8MapForm;
 use crate::ops::fp8::Fp8Pdl;
 use crate::ops::gemm::small_k::SmallK;
 use crate::ops::gemm::wgmma_tma_ws::{InPlace, Swap, TileConfig as WgmmaTile, WIDTHS_BY_DEFAULT};
@@ -936,10 +935,6 @@ pub struct Fp8Overrides {
     /// the bytes in flight an SM (ledger row 241). Not with the cluster sum (its partials fill
     /// the ring). Default (`None`): the config's stages.
     pub stages: Option<u32>,
-    /// `KILN_FP8_MAP3` (`0`, `1` or `vendor`, a lab knob): A's and B's maps as rank 3 with a
-    /// third dimension of 1, as cuBLASLt encodes its own, the kernel's loads the 3D form
-    /// (`vendor`: with cuBLASLt's header bits too); ledger row 250. Default: rank 2.
-    pub map3: Fp8MapForm,
 }
 
 impl Fp8Overrides {
@@ -948,7 +943,6 @@ impl Fp8Overrides {
         pdl: None,
         group_m: None,
         stages: None,
-        map3: Fp8MapForm::Rank2,
     };
 }
 

@@ -1016,8 +1016,8 @@ pub fn spec(arch: &str, p: &Fp8Problem, cfg: Fp8Config) -> KernelSpec {
 
 /// [`spec`] under the FP8 experiment knobs of `o`: the tile order of `group_m` rows of cluster
 /// tiles a column sweep (`KILN_FP8_GROUP_M`), else [`GROUP_M`]; a ring of `stages` where fewer
-/// than the config's (`KILN_FP8_STAGES`: the shared memory stays the config's); A's and B's loads
-/// in the 3D form (`KILN_FP8_MAP3`). Unset, the compiled variant's spec.
+/// than the config's (`KILN_FP8_STAGES`: the shared memory stays the config's). Unset, the
+/// compiled variant's spec.
 pub fn spec_ordered(arch: &str, p: &Fp8Problem, cfg: Fp8Config, o: &Fp8Overrides) -> KernelSpec {
     let mut spec = spec_of(arch, p.a, p.b, p.scale, p.promote, cfg, p.out);
     let stages = o.stages.map_or(cfg.stages(), |s| s.min(cfg.stages()));
@@ -1028,10 +1028,7 @@ pub fn spec_ordered(arch: &str, p: &Fp8Problem, cfg: Fp8Config, o: &Fp8Overrides
             _ => {}
         }
     }
-    match o.map3.rank3() {
-        true => spec.define("KILN_MAP3", 1),
-        false => spec,
-    }
+    spec
 }
 
 fn spec_of(
@@ -2470,12 +2467,8 @@ pub fn gemm_launch(
     // (KILN_TMA_PROMOTION times another L2 promotion of the operands: ncu at b78ecb6 had
     // 128ptme's L2 at 72 % of its throughput and 78 % hits against cuBLASLt's 62 % and 72 %)
     let promotion = ctx.overrides.tma.promotion;
-    // (KILN_FP8_MAP3: as rank 3, which spec_ordered's KILN_MAP3 loads)
-    let form = ctx.overrides.fp8.map3;
-    let mut map_a =
-        operand(ops.a.ptr(), p.m, p.lda, cfg.a_box_rows(p.m)).encode_as(promotion, form)?;
-    let mut map_b =
-        operand(ops.b.ptr(), p.n, p.ldb, cfg.b_box_rows()).encode_as(promotion, form)?;
+    let mut map_a = operand(ops.a.ptr(), p.m, p.lda, cfg.a_box_rows(p.m)).encode_with(promotion)?;
+    let mut map_b = operand(ops.b.ptr(), p.n, p.ldb, cfg.b_box_rows()).encode_with(promotion)?;
     let reduce = cfg.reduction();
     let mut args = Fp8Args {
         c: ops.c.ptr(),
@@ -2653,7 +2646,6 @@ mod tests {
     use super::*;
     use crate::harness::check::judge;
     use crate::jit::Jit;
-    use crate::ops::fp8::tma::Fp8MapForm;
 
     /// The large rule's config at 128x7168x16384: two slices summed in pairs, of `128pte` or,
     /// where the turns are tried at long K (ledger row 41), `128ote`.
@@ -3144,27 +3136,6 @@ mod tests {
         let s = spec_ordered("sm_90a", &p, c, &o(Some(9)));
         assert_eq!(stages_of(&s), "4");
         assert_eq!(s, spec("sm_90a", &p, c));
-    }
-
-    #[test]
-    fn the_map3_knob_adds_only_its_define() {
-        // KILN_FP8_MAP3 (ledger row 250): the 3D loads are a define only the knob adds, so every
-        // compiled variant's spec (and SASS) stays as it was
-        let p = Fp8Problem::new(6144, 6144, 6144, DType::Bf16, ScaleMode::Tensor);
-        let c = Fp8Config::ping_pong(192);
-        let o = |map3| Fp8Overrides {
-            map3,
-            ..Fp8Overrides::NONE
-        };
-        assert_eq!(
-            spec_ordered("sm_90a", &p, c, &o(Fp8MapForm::Rank2)),
-            spec("sm_90a", &p, c)
-        );
-        for form in [Fp8MapForm::Rank3, Fp8MapForm::Rank3Vendor] {
-            let s = spec_ordered("sm_90a", &p, c, &o(form));
-            assert_eq!(define_values(&s, "KILN_MAP3"), "1");
-            assert_eq!(s.defines.len(), spec("sm_90a", &p, c).defines.len() + 1);
-        }
     }
 
     #[test]

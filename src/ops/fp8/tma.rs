@@ -87,36 +87,20 @@ impl Fp8Operand {
     /// [`Fp8Operand::encode`] with the L2 promotion `promotion` (`KILN_TMA_PROMOTION`, for
     /// timing one against another), else 256 B.
     pub fn encode_with(&self, promotion: Option<L2Promotion>) -> Result<Fp8TensorMap> {
-        self.encode_as(promotion, Fp8MapForm::Rank2)
-    }
-
-    /// [`Fp8Operand::encode_with`] in the form `form` (`KILN_FP8_MAP3`: the same boxes as a map
-    /// of rank 3, the kernel's loads then the 3D form).
-    pub fn encode_as(
-        &self,
-        promotion: Option<L2Promotion>,
-        form: Fp8MapForm,
-    ) -> Result<Fp8TensorMap> {
         self.validate()
             .map_err(|r| Error::invalid(format!("cannot build an FP8 TMA map: {r}")))?;
         let mut map = Fp8TensorMap { opaque: [0; 16] };
-        // rank 3: a third dimension of 1 one whole operand further on (never stepped: its
-        // coordinate is always 0)
-        let rank: u32 = match form {
-            Fp8MapForm::Rank2 => 2,
-            Fp8MapForm::Rank3 | Fp8MapForm::Rank3Vendor => 3,
-        };
-        let dims = [self.k, self.rows, 1];
-        let strides = [self.ld, self.ld * self.rows];
-        let boxes = [BOX_K, self.box_rows, 1];
-        let elem_strides = [1u32, 1, 1];
-        // SAFETY: every array holds at least `rank` entries (strides rank - 1); `map` is 128
-        // bytes, 128-byte aligned and writable; the call only reads the arrays and writes `map`.
+        let dims = [self.k, self.rows];
+        let strides = [self.ld];
+        let boxes = [BOX_K, self.box_rows];
+        let elem_strides = [1u32, 1];
+        // SAFETY: every array has the rank's length (strides rank - 1); `map` is 128 bytes,
+        // 128-byte aligned and writable; the call only reads the arrays and writes `map`.
         let r = unsafe {
             sys::cuTensorMapEncodeTiled(
                 &mut map as *mut Fp8TensorMap as *mut sys::CUtensorMap,
                 sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                rank,
+                2,
                 self.addr as *mut c_void,
                 dims.as_ptr(),
                 strides.as_ptr(),
@@ -135,64 +119,7 @@ impl Fp8Operand {
                 format!("{e:?}"),
             )
         })?;
-        if form == Fp8MapForm::Rank3Vendor {
-            map.take_vendor_fields();
-        }
         Ok(map)
-    }
-}
-
-/// How the dense FP8 GEMM's A and B maps are encoded (`KILN_FP8_MAP3`, a lab knob; docs/fp8.md
-/// ledger row 250: cuBLASLt's SMs ask the L2 for a quarter fewer sectors for the same boxes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Fp8MapForm {
-    /// Rank 2, [K, rows] (the default).
-    #[default]
-    Rank2,
-    /// Rank 3, [K, rows, 1], as cuBLASLt's maps (row 233); otherwise the driver's encoding.
-    Rank3,
-    /// [`Fp8MapForm::Rank3`] with bytes 8-11 and 16-31 as cuBLASLt's FP8 operand maps hold them
-    /// (row 233, read from its kernels' parameters at 6144^3 and 4096x7168x16384: the same in
-    /// every one), whatever fields the encoder does not expose.
-    Rank3Vendor,
-}
-
-impl Fp8MapForm {
-    pub fn parse(v: &str) -> Option<Fp8MapForm> {
-        match v {
-            "0" => Some(Fp8MapForm::Rank2),
-            "1" => Some(Fp8MapForm::Rank3),
-            "vendor" => Some(Fp8MapForm::Rank3Vendor),
-            _ => None,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Fp8MapForm::Rank2 => "0",
-            Fp8MapForm::Rank3 => "1",
-            Fp8MapForm::Rank3Vendor => "vendor",
-        }
-    }
-    /// The kernel loads A and B with the 3D instructions (`KILN_MAP3`).
-    pub fn rank3(self) -> bool {
-        self != Fp8MapForm::Rank2
-    }
-}
-
-/// Bytes 8-11 (element type, swizzle, L2 promotion and the like) and 16-31 of cuBLASLt's FP8
-/// operand maps (UINT8, 128B swizzle, rank 3; row 233).
-const VENDOR_HEADER: [u8; 4] = [0x22, 0x60, 0x04, 0x00];
-const VENDOR_16_31: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0];
-
-impl Fp8TensorMap {
-    /// Overwrites the fields row 233 found different in cuBLASLt's maps of the same boxes.
-    fn take_vendor_fields(&mut self) {
-        let mut bytes: Vec<u8> = self.opaque.iter().flat_map(|w| w.to_le_bytes()).collect();
-        bytes[8..12].copy_from_slice(&VENDOR_HEADER);
-        bytes[16..32].copy_from_slice(&VENDOR_16_31);
-        for (w, b) in self.opaque.iter_mut().zip(bytes.chunks_exact(8)) {
-            *w = u64::from_le_bytes(b.try_into().expect("8 bytes"));
-        }
     }
 }
 
@@ -217,24 +144,6 @@ mod tests {
             std::mem::size_of::<sys::CUtensorMap>()
         );
         assert!(std::mem::align_of::<Fp8TensorMap>() >= std::mem::align_of::<sys::CUtensorMap>());
-    }
-
-    #[test]
-    fn the_vendor_form_rewrites_only_its_bytes() {
-        let mut m = Fp8TensorMap {
-            opaque: std::array::from_fn(|i| 0x0101_0101_0101_0101 * (i as u64 + 1)),
-        };
-        let before: Vec<u8> = m.opaque.iter().flat_map(|w| w.to_le_bytes()).collect();
-        m.take_vendor_fields();
-        let after: Vec<u8> = m.opaque.iter().flat_map(|w| w.to_le_bytes()).collect();
-        assert_eq!(after[8..12], VENDOR_HEADER);
-        assert_eq!(after[16..32], VENDOR_16_31);
-        for i in (0..128).filter(|i| !(8..12).contains(i) && !(16..32).contains(i)) {
-            assert_eq!(after[i], before[i], "byte {i}");
-        }
-        assert_eq!(Fp8MapForm::parse("vendor"), Some(Fp8MapForm::Rank3Vendor));
-        assert_eq!(Fp8MapForm::default(), Fp8MapForm::Rank2);
-        assert!(!Fp8MapForm::Rank2.rank3() && Fp8MapForm::Rank3.rank3());
     }
 
     #[test]

@@ -292,30 +292,7 @@ __device__ __forceinline__ void fp4_fence_fragments(u32 (&a)[MB][4][4]) {
 // in this loop's default form, so those tiles wait for each batch before issuing the next (a
 // 128-token GEMM tile kept two in flight at 64, `KILN_FP4_GTILE=128`, and was no faster than the
 // 256-token tile: docs/moe.md, ledger F130, eliminated).
-//
-// KILN_FP4_FLIGHT = 2 (`KILN_FP4_FLIGHT=2`, the grouped GEMM's 128-token tile): two batches in
-// flight there too (ptxas keeps them apart at 64 accumulators, F130). At one expert of 200 rows
-// each CTA runs one such tile, and one batch at a time its tensor work stops at every stage for
-// the batch's drain, the fence and the next issue, both consumers' at once (ledger F243).
-#if !defined(KILN_FP4_FLIGHT)
-#define KILN_FP4_FLIGHT 1
-#endif
-static_assert(KILN_FP4_FLIGHT == 1 || (KILN_FP4_FLIGHT == 2 && !KILN_SWIGLU && TT == 128 && MB == 1),
-              "KILN_FP4_FLIGHT 2 is the grouped GEMM's 128-token tile of 128 columns");
-constexpr bool kTwoInFlight = MB * TT / 2 <= 32 || KILN_FP4_FLIGHT == 2;
-
-// KILN_FP4_AHEAD (`KILN_FP4_AHEAD=1`, the tiles of one batch in flight): the consumers read a
-// stage's codes and scales from shared memory one stage before they decode it (stage k + 2's
-// while stage k + 1's are decoded), so a stage's decode starts on words already in registers.
-// The ncu profile of one expert of 200 rows (H200, b866f83) had the 128-token tile's loop bound
-// by its consumers' chain of ~140 warp instructions a stage, not by the tensor pipe (the batch's
-// drain 1.6 % of its samples): the wait for the codes' shared load at the decode's first
-// instruction 14 % of its loop's samples and the stage's full-barrier wait 8 % (ledger F244).
-#if !defined(KILN_FP4_AHEAD)
-#define KILN_FP4_AHEAD 0
-#endif
-static_assert(!KILN_FP4_AHEAD || (!kTwoInFlight && KILN_FP4_EPI != 2 && !KILN_FP4_MMA),
-              "KILN_FP4_AHEAD is the loop of one batch in flight without the peeled first batch");
+constexpr bool kTwoInFlight = MB * TT / 2 <= 32;
 
 // Waits for ring iteration `it` and returns its stage, which every lane computes alike; with
 // two batches in flight the shuffle tells ptxas so. Without it, that loop keeps the stage in
@@ -333,17 +310,6 @@ __device__ __forceinline__ int fp4_wait_stage(const Fp4Ctx& x, u32 it) {
 __device__ __forceinline__ void fp4_dequant(const Fp4Ctx& x, int s, u32 (&a)[MB][4][4]) {
 #pragma unroll
   for (int m = 0; m < MB; ++m) fp4_load_fragments<kBf16>(fp4_w_at(x.base, s, x.c * MB + m), x.t, a[m]);
-}
-
-// KILN_FP4_AHEAD: fp4_dequant in two halves, the shared loads of stage s and the decode of
-// what they read.
-__device__ __forceinline__ void fp4_load_stage(const Fp4Ctx& x, int s, Fp4Raw (&r)[MB]) {
-#pragma unroll
-  for (int m = 0; m < MB; ++m) fp4_load_raw(fp4_w_at(x.base, s, x.c * MB + m), x.t, r[m]);
-}
-__device__ __forceinline__ void fp4_decode_stage(const Fp4Raw (&r)[MB], u32 (&a)[MB][4][4]) {
-#pragma unroll
-  for (int m = 0; m < MB; ++m) fp4_decode_raw<kBf16>(r[m], a[m]);
 }
 
 // One stage's batch: 4 k16 steps x MB atoms against the X tile of stage s.
@@ -394,56 +360,9 @@ __device__ __forceinline__ void fp4_retire(const Fp4Ctx& x, float (&acc)[MB][TT 
 // inside it (in the loop, under `kb == 0`, ptxas kept the packed results live through every
 // stage and spilled them). Without PEEL the loop is the form ptxas pipelines without
 // serialising, as it was: the peel's lines are `if constexpr` and compile to nothing.
-// KILN_FP4_AHEAD's form of fp4_mainloop (one batch in flight, no peel): stage k's batch is
-// issued, stage k + 1 decoded from the words read a stage earlier, stage k + 2's words read
-// (its full barrier waited for), stage k's batch retired, stage k + 1's issued.
-template <int N>
-__device__ __forceinline__ void fp4_mainloop_ahead(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it) {
-  u32 a0[MB][4][4], a1[MB][4][4];
-  Fp4Raw r[MB];
-  int s0 = fp4_wait_stage(x, it), s1 = 0, s2 = 0;
-  fp4_load_stage(x, s0, r);
-  fp4_decode_stage(r, a0);
-  if (x.katoms > 1) {
-    s1 = fp4_wait_stage(x, it + 1);
-    fp4_load_stage(x, s1, r);
-  }
-  for (int kb = 0; kb < x.katoms; kb += 2) {  // it is stage kb's iteration
-    fp4_issue<N>(x, acc, a0, s0, kb == 0);
-    if (kb + 1 < x.katoms) {
-      fp4_decode_stage(r, a1);  // stage kb + 1's words
-      if (kb + 2 < x.katoms) {
-        s2 = fp4_wait_stage(x, it + 2);
-        fp4_load_stage(x, s2, r);
-      }
-    }
-    fp4_retire<N, 0>(x, acc, a0, s0);
-    ++it;
-    if (kb + 1 >= x.katoms) break;
-    fp4_issue<N>(x, acc, a1, s1, false);
-    int s3 = 0;
-    if (kb + 2 < x.katoms) {
-      fp4_decode_stage(r, a0);  // stage kb + 2's words
-      s0 = s2;
-      if (kb + 3 < x.katoms) {
-        s3 = fp4_wait_stage(x, it + 2);
-        fp4_load_stage(x, s3, r);
-      }
-    }
-    fp4_retire<N, 0>(x, acc, a1, s1);
-    ++it;
-    s1 = s3;
-  }
-}
-
 template <int N, bool PEEL, class Issued>
 __device__ __forceinline__ void fp4_mainloop(const Fp4Ctx& x, float (&acc)[MB][TT / 2], u32& it,
                                              const Issued& issued) {
-  if constexpr (KILN_FP4_AHEAD) {
-    issued();
-    fp4_mainloop_ahead<N>(x, acc, it);
-    return;
-  }
   constexpr int PENDING = kTwoInFlight ? 1 : 0;
   if constexpr (!PEEL) issued();
   u32 a0[MB][4][4], a1[MB][4][4];

@@ -118,29 +118,24 @@ __device__ __forceinline__ void fp4_scale_step(u32 w, u32 m_lo, u32 m_hi, u32 (&
   a[3] = fp4_mul2<kBf16, H>(fp4_decode_pair<kBf16, 3>(w), m_hi);
 }
 
-// One atom's shared-memory words for this thread: its four code words and the scale bytes of
-// its rows g and g + 8 (what fp4_load_fragments reads, for a caller that decodes them later).
-struct Fp4Raw {
-  u32 w0, w1, w2, w3, s_lo, s_hi;
-};
-__device__ __forceinline__ void fp4_load_raw(u32 atom, int t, Fp4Raw& r) {
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.w0), "=r"(r.w1), "=r"(r.w2), "=r"(r.w3) : "r"(atom + t * 16));
+// The A fragments of one atom's four k16 steps for this thread (t: 0..127 in its warpgroup):
+// a[j] is step j's {a0, a1, a2, a3}.
+template <bool kBf16>
+__device__ __forceinline__ void fp4_load_fragments(u32 atom, int t, u32 (&a)[4][4]) {
+  u32 w0, w1, w2, w3;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3) : "r"(atom + t * 16));
   const int row = (t / 32) * 16 + (t % 32) / 4;  // row g of the warp's 16; row g + 8 is 8 further
+  u32 s_lo, s_hi;                                 // the scale bytes of rows g and g + 8
   if constexpr (FP4_SCALES_PER_ROW == 4) {
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.s_lo) : "r"(atom + FP4_CODE_BYTES + row * 4));
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.s_hi) : "r"(atom + FP4_CODE_BYTES + (row + 8) * 4));
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(s_lo) : "r"(atom + FP4_CODE_BYTES + row * 4));
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(s_hi) : "r"(atom + FP4_CODE_BYTES + (row + 8) * 4));
   } else {
     u16 lo, hi;
     asm volatile("ld.shared.u16 %0, [%1];" : "=h"(lo) : "r"(atom + FP4_CODE_BYTES + row * 2));
     asm volatile("ld.shared.u16 %0, [%1];" : "=h"(hi) : "r"(atom + FP4_CODE_BYTES + (row + 8) * 2));
-    r.s_lo = lo;
-    r.s_hi = hi;
+    s_lo = lo;
+    s_hi = hi;
   }
-}
-// fp4_load_raw's words as the four k16 steps' A fragments.
-template <bool kBf16>
-__device__ __forceinline__ void fp4_decode_raw(const Fp4Raw& r, u32 (&a)[4][4]) {
-  const u32 w0 = r.w0, w1 = r.w1, w2 = r.w2, w3 = r.w3, s_lo = r.s_lo, s_hi = r.s_hi;
   if constexpr (FP4_SCALES_PER_ROW == 4) {  // NVFP4: step j's scale is byte j, half j % 2 of word j / 2
     const u32 lo01 = fp4_multipliers<kBf16, 0>(s_lo), lo23 = fp4_multipliers<kBf16, 2>(s_lo);
     const u32 hi01 = fp4_multipliers<kBf16, 0>(s_hi), hi23 = fp4_multipliers<kBf16, 2>(s_hi);
@@ -155,12 +150,4 @@ __device__ __forceinline__ void fp4_decode_raw(const Fp4Raw& r, u32 (&a)[4][4]) 
     fp4_scale_step<kBf16, 1>(w2, lo, hi, a[2]);
     fp4_scale_step<kBf16, 1>(w3, lo, hi, a[3]);
   }
-}
-// The A fragments of one atom's four k16 steps for this thread (t: 0..127 in its warpgroup):
-// a[j] is step j's {a0, a1, a2, a3}.
-template <bool kBf16>
-__device__ __forceinline__ void fp4_load_fragments(u32 atom, int t, u32 (&a)[4][4]) {
-  Fp4Raw r;
-  fp4_load_raw(atom, t, r);
-  fp4_decode_raw<kBf16>(r, a);
 }

@@ -259,17 +259,6 @@ pub(super) static KNOBS: &[Knob] = &[
         },
     },
     Knob {
-        name: "KILN_FP4_AHEAD",
-        takes: || {
-            "0 or 1 (1: the 4-bit tiles of one wgmma batch in flight read each stage's codes and \
-             scales a stage before they decode it, compiled when asked for)"
-                .into()
-        },
-        default: "0",
-        set: |o, v| put(&mut o.moe.fp4_ahead, or(v, false, flag)),
-        show: |o| unless(o.moe.fp4_ahead, false, bit),
-    },
-    Knob {
         name: "KILN_FP4_BALANCE",
         takes: || {
             "0 or 1 (1: the 4-bit decode tiles' last wave cut into the slice count that ends it \
@@ -347,22 +336,6 @@ pub(super) static KNOBS: &[Knob] = &[
         default: "0",
         set: |o, v| put(&mut o.moe.fp4_fill, or(v, false, flag)),
         show: |o| unless(o.moe.fp4_fill, false, bit),
-    },
-    Knob {
-        name: "KILN_FP4_FLIGHT",
-        takes: || {
-            "1 or 2 (2: the grouped GEMM's 128-token 4-bit tile keeps two wgmma batches in \
-             flight, compiled when asked for)"
-                .into()
-        },
-        default: "1",
-        set: |o, v| {
-            put(
-                &mut o.moe.fp4_flight2,
-                or(v, false, |v| either(v, "1", "2")),
-            )
-        },
-        show: |o| o.moe.fp4_flight2.then(|| "2".to_string()),
     },
     Knob {
         name: "KILN_FP4_GCOLS",

@@ -282,14 +282,6 @@ pub struct MoeOverrides {
     /// mma.sync m16n8k16 on the same fragments (docs/moe.md, ledger F30). Default `wgmma` until
     /// the device shows `sync` faster.
     pub fp4_mma_sync: bool,
-    /// `KILN_FP4_FLIGHT` (1 or 2; lab, off by default): 2 keeps two wgmma batches in flight on
-    /// the grouped GEMM's 128-token 4-bit tile (64 accumulators a thread), whose loop otherwise
-    /// waits for each batch before it issues the next (docs/moe.md, ledger F243).
-    pub fp4_flight2: bool,
-    /// `KILN_FP4_AHEAD` (0 or 1; lab, off by default): 1 has the consumers of the 4-bit tiles of
-    /// one wgmma batch in flight read each stage's codes and scales from shared memory a stage
-    /// before they decode it (docs/moe.md, ledger F244).
-    pub fp4_ahead: bool,
     /// `KILN_FP4_PDL` (0 or 1): 1 launches the 4-bit experts' decode tiles (8 and 16 tokens) as
     /// `moe_tile_prefix`'s programmatic dependent and builds their tables unsorted (every decode
     /// tile streams the whole K, so the heaviest-first order buys nothing there; docs/moe.md,
@@ -479,8 +471,6 @@ impl MoeOverrides {
         fp4_pair_gemm: true,
         fp4_shift: true,
         fp4_mma_sync: false,
-        fp4_flight2: false,
-        fp4_ahead: false,
         fp4_pdl: false,
         fp4_pdl_wide: true,
         fp4_own_tables: false,

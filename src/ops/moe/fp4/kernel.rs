@@ -1005,23 +1005,6 @@ impl Fp4Experts {
         if ctx.overrides.moe.fp4_mma_sync && tile.tt == 8 && tile.path == Fp4Path::Rs {
             spec = spec.define("KILN_FP4_MMA", 1);
         }
-        // KILN_FP4_FLIGHT=2: the grouped GEMM's 128-token tile with two wgmma batches in
-        // flight (compiled when asked for)
-        let flight2 = o.fp4_flight2
-            && tile.tt == 128
-            && tile.cols == 128
-            && !swiglu
-            && tile.path == Fp4Path::Rs;
-        if flight2 {
-            spec = spec.define("KILN_FP4_FLIGHT", 2);
-        }
-        // KILN_FP4_AHEAD=1: the tiles of one batch in flight (a consumer thread's accumulators
-        // over 32) read a stage's words a stage before decoding them (compiled when asked for)
-        let blocks = if swiglu { 2 } else { tile.cols / 128 };
-        let one_batch = blocks * tile.tt / 2 > 32 && !flight2;
-        if o.fp4_ahead && one_batch && o.fp4_epi != 2 && tile.path == Fp4Path::Rs {
-            spec = spec.define("KILN_FP4_AHEAD", 1);
-        }
         // KILN_FP4_PDL=1: the decode tiles as the prefix kernel's dependent, tables unsorted
         let pdl_unsorted = ctx.overrides.moe.fp4_pdl && tile.tt <= 16 && tile.path == Fp4Path::Rs;
         if pdl_unsorted {
@@ -1555,40 +1538,6 @@ mod tests {
             )
             .define("KILN_FP4_WSPLIT", 1),
         );
-        crate::jit::testing::assert_compile_clean(&specs);
-    }
-
-    /// `KILN_FP4_FLIGHT=2`: the grouped GEMM's 128-token tile (as launched, both formats) keeps
-    /// its two wgmma batches apart at 64 accumulators a thread, without spills.
-    #[test]
-    fn the_gemms_128_token_tile_with_two_batches_in_flight_compiles_clean() {
-        let specs: Vec<_> = Fp4Format::ALL
-            .iter()
-            .map(|&f| {
-                Fp4Experts::spec("sm_90a", DType::Bf16, f, false, Fp4Tile::gemm_wide(128))
-                    .define("KILN_FP4_FLIGHT", 2)
-            })
-            .collect();
-        crate::jit::testing::assert_compile_clean(&specs);
-    }
-
-    /// `KILN_FP4_AHEAD=1`: the loop of one batch in flight reading a stage's words ahead, on the
-    /// grouped GEMM's 128- and 256-token tiles and the SwiGLU's 128-token tile, compiles clean.
-    #[test]
-    fn the_tiles_reading_a_stage_ahead_compile_clean() {
-        let mut specs = Vec::new();
-        for &f in &Fp4Format::ALL {
-            for (swiglu, tile) in [
-                (false, Fp4Tile::gemm_wide(128)),
-                (false, Fp4Tile::prefill(false)),
-                (true, Fp4Tile::prefill(true)),
-            ] {
-                specs.push(
-                    Fp4Experts::spec("sm_90a", DType::Bf16, f, swiglu, tile)
-                        .define("KILN_FP4_AHEAD", 1),
-                );
-            }
-        }
         crate::jit::testing::assert_compile_clean(&specs);
     }
 

@@ -445,12 +445,24 @@ pub fn sample_launches(
     ctx: &Context,
     flusher: &L2Flusher,
     opt: &BenchOptions,
+    launch: impl FnMut() -> Result<()>,
+) -> Result<Vec<f64>> {
+    sample_launches_after(ctx, flusher, opt, || Ok(()), launch)
+}
+
+/// [`sample_launches`] with `pre` enqueued, untimed, between each timed launch's L2 flush and its
+/// start event (a lab bench's warm code before cold data).
+pub fn sample_launches_after(
+    ctx: &Context,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+    pre: impl FnMut() -> Result<()>,
     mut launch: impl FnMut() -> Result<()>,
 ) -> Result<Vec<f64>> {
     let first_ms = time_one(ctx, &mut launch)?;
     let (rounds, warmup_ms, reps) = opt.plan(first_ms);
     warm_up(ctx, rounds, warmup_ms, first_ms, &mut [&mut launch])?;
-    timed_reps(ctx, flusher, opt.flush_l2, reps, launch)
+    timed_reps_after(ctx, flusher, opt.flush_l2, reps, pre, launch)
 }
 
 /// `reps` (at least one) launches, each between its own pair of events, L2 flushed before each
@@ -460,6 +472,18 @@ pub fn timed_reps(
     flusher: &L2Flusher,
     flush_l2: bool,
     reps: usize,
+    launch: impl FnMut() -> Result<()>,
+) -> Result<Vec<f64>> {
+    timed_reps_after(ctx, flusher, flush_l2, reps, || Ok(()), launch)
+}
+
+/// [`timed_reps`] with `pre` enqueued, untimed, after each flush and before each start event.
+pub fn timed_reps_after(
+    ctx: &Context,
+    flusher: &L2Flusher,
+    flush_l2: bool,
+    reps: usize,
+    mut pre: impl FnMut() -> Result<()>,
     mut launch: impl FnMut() -> Result<()>,
 ) -> Result<Vec<f64>> {
     let events: Vec<_> = (0..reps.max(1))
@@ -469,6 +493,7 @@ pub fn timed_reps(
         if flush_l2 {
             flusher.flush(ctx)?;
         }
+        pre()?;
         start.record(ctx)?;
         launch()?;
         end.record(ctx)?;

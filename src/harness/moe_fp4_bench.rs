@@ -1,7 +1,7 @@
 //! The 4-bit MoE kernels timed against kiln's bf16 kernel of the same counts in one run: µs, and
 //! GB/s of the bytes each must move (touched experts only) as a fraction of the copy ceiling.
 
-use super::bench::{Bench, BenchOptions, Row, Summary, Times};
+use super::bench::{sample_launches_after, Bench, BenchOptions, Row, Summary, Times};
 use super::device_data::random_buffer;
 use super::moe_bench::{random_buffers, tile_label};
 use super::moe_fp4::Fp4Buffers;
@@ -128,8 +128,22 @@ impl<'c> BenchRun<'c> {
         bytes: f64,
         launch: impl FnMut() -> Result<()>,
     ) -> Result<Row> {
-        let t = self.bench.one(launch)?;
-        Ok(self.row(p, (kernel, tile), bytes, &t))
+        self.time_after(p, (kernel, tile), bytes, || Ok(()), launch)
+    }
+
+    /// [`time`](Self::time) with `pre` enqueued, untimed, after each timed launch's L2 flush
+    /// (`KILN_MOE_WARM_CODE`: the same kernel on other buffers, its code warm and data cold).
+    pub fn time_after(
+        &self,
+        p: &MoeProblem,
+        what: (String, String),
+        bytes: f64,
+        pre: impl FnMut() -> Result<()>,
+        launch: impl FnMut() -> Result<()>,
+    ) -> Result<Row> {
+        let (b, ctx) = (&self.bench, self.bench.ctx);
+        let t = sample_launches_after(ctx, &b.flusher, &b.opt, pre, launch)?;
+        Ok(self.row(p, what, bytes, &Summary::of(t)))
     }
 
     /// [`time`](Self::time)'s row from times taken elsewhere (interleaved rounds).
@@ -178,7 +192,19 @@ impl<'c> BenchRun<'c> {
         let ops = b.operands();
         check_operands(p, &ops)?;
         let what = (format!("{} {}", p.input, k.name()), tile_label(p, sms, o));
-        self.time(p, what, bf16_bytes(p), || k.launch(ctx, p, &ops))
+        if !ctx.overrides.bench.warm_code {
+            return self.time(p, what, bf16_bytes(p), || k.launch(ctx, p, &ops));
+        }
+        // the same launch on other buffers warms the code only
+        let warm = random_buffers(ctx, p, self.seed.wrapping_add(1))?;
+        let warm_ops = warm.operands();
+        self.time_after(
+            p,
+            what,
+            bf16_bytes(p),
+            || k.launch(ctx, p, &warm_ops),
+            || k.launch(ctx, p, &ops),
+        )
     }
 }
 
@@ -203,9 +229,16 @@ pub fn bench_fp4(
         format!("{} {NAME}", r.format),
         Fp4Experts::tile(ctx, &p)?.label(),
     );
-    let mut fp4 = run.time(&p, what, fp4_bytes(&p, &l), || {
-        Fp4Experts::launch(ctx, &p, &l, &ops)
-    })?;
+    let launch = || Fp4Experts::launch(ctx, &p, &l, &ops);
+    let mut fp4 = if ctx.overrides.bench.warm_code {
+        // the same launch on other buffers warms the code only
+        let warm = fp4_buffers(ctx, &p, &l, run.seed.wrapping_add(1))?;
+        let warm_ops = warm.operands();
+        let pre = || Fp4Experts::launch(ctx, &p, &l, &warm_ops);
+        run.time_after(&p, what, fp4_bytes(&p, &l), pre, launch)?
+    } else {
+        run.time(&p, what, fp4_bytes(&p, &l), launch)?
+    };
     fp4.set("speedup", median_us(&base) / median_us(&fp4));
     Ok(vec![base, fp4])
 }

@@ -787,6 +787,18 @@ pub(super) static KNOBS: &[Knob] = &[
         show: |o| o.moe.tile.map(moe_tile_name),
     },
     Knob {
+        name: "KILN_MOE_WARM_CODE",
+        takes: || {
+            "0 or 1 (lab, `moe bench --weights` only; 1: each timed launch, after its L2 flush, \
+             follows one untimed launch of the same kernel on other buffers: its code warm, its \
+             data cold)"
+                .into()
+        },
+        default: "0",
+        set: |o, v| put(&mut o.bench.warm_code, or(v, false, flag)),
+        show: |o| unless(o.bench.warm_code, false, bit),
+    },
+    Knob {
         name: "KILN_NO_TUNED",
         takes: || FLAG.into(),
         default: "0: the tuning cache is read",

@@ -75,6 +75,7 @@ impl Overrides {
         tma: TmaOverrides { promotion: None },
         bench: BenchOverrides {
             flush: FlushMode::Read,
+            warm_code: false,
         },
         tune: TuneOverrides {
             no_tuned: false,

@@ -856,17 +856,22 @@ impl FlushMode {
     }
 }
 
-/// `KILN_FLUSH`: the benchmark harness.
+/// `KILN_FLUSH`, `KILN_MOE_WARM_CODE`: the benchmark harness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BenchOverrides {
     /// `KILN_FLUSH` (`read` or `memset`). Default [`FlushMode::Read`].
     pub flush: FlushMode,
+    /// `KILN_MOE_WARM_CODE=1` (lab, `moe bench --weights` only): before each timed launch and
+    /// after its L2 flush, one untimed launch of the same kernel on other buffers, so that the
+    /// timed one finds its code warm and its data cold (ledger F241). Default off.
+    pub warm_code: bool,
 }
 
 impl Default for BenchOverrides {
     fn default() -> Self {
         BenchOverrides {
             flush: FlushMode::Read,
+            warm_code: false,
         }
     }
 }

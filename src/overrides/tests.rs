@@ -72,8 +72,8 @@ fn the_name_table_is_in_order_and_without_duplicates() {
     all.dedup();
     assert_eq!(all.len(), n);
     assert!(all.iter().all(|n| n.starts_with("KILN_")));
-    // 88 knobs, 14 configuration variables
-    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (89, 14));
+    // 90 knobs, 14 configuration variables
+    assert_eq!((KNOBS.len(), CONFIG_VARS.len()), (90, 14));
 }
 
 #[test]
@@ -133,6 +133,7 @@ fn every_knob_round_trips_through_active_and_resets_when_empty() {
         ("KILN_MOE_PDL", "0"),
         ("KILN_MOE_SWAP", "256x128"),
         ("KILN_MOE_TILE", "128x192c2"),
+        ("KILN_MOE_WARM_CODE", "1"),
         ("KILN_NO_TUNED", "1"),
         ("KILN_SWIGLU_DEFER", "0"),
         ("KILN_SWIGLU_DYNAMIC", "0"),

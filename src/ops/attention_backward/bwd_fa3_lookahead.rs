@@ -81,16 +81,25 @@ impl AttentionBackwardKernel for BwdFa3Lookahead {
         // the default walk, the window's and the packed one's: `KILN_BWD_NO_AHEAD`'s (measured
         // against it at f35f0e6, ledger B6; never dispatched) compiles when asked for, outside
         // the variant budget
+        // the packed tiles as dispatch runs them: with the dQ conversion `KILN_BWD_DQ_FUSED`
+        // leaves unset (the postprocess's form, `=0`, compiles when asked for)
+        let packed = |d, m128| {
+            let t = varlen_tile(d, m128);
+            WgmmaBwdTile {
+                dq_fused: super::varlen::dq_fused_for(None, &t, false),
+                ..t
+            }
+        };
         let mut v = variants_of(arch, |d| tile(d, false, false));
         for d in BWD_WGMMA_DIMS {
             for dt in DTYPES {
                 v.push(tile(d, false, true).spec(arch, dt));
-                v.push(varlen_tile(d, false).spec(arch, dt));
+                v.push(packed(d, false).spec(arch, dt));
             }
         }
         // the packed d64 batch on `bwd_fa3_m128_fma`'s tile (`KILN_BWD_VARLEN_M128`)
         for dt in DTYPES {
-            v.push(varlen_tile(64, true).spec(arch, dt));
+            v.push(packed(64, true).spec(arch, dt));
         }
         v
     }
@@ -137,6 +146,15 @@ mod tests {
         assert_eq!(unique.len(), 16);
         let packed = varlen_tile(128, false).spec("sm_90a", DTYPES[0]).label();
         assert!(packed.contains("KILN_BWD_VARLEN=1") && packed.contains("KILN_BWD_WINDOW=1"));
+        // the packed tiles compile as dispatch runs them (the dQ conversion's default)
+        let labels: Vec<String> = v.iter().map(|s| s.label()).collect();
+        for fused in ["KILN_BWD_DQ_FUSED=2", "KILN_BWD_DQ_FUSED=3"] {
+            assert_eq!(
+                labels.iter().filter(|l| l.contains(fused)).count(),
+                DTYPES.len(),
+                "{fused}"
+            );
+        }
         // the packed d64 tile on m128_fma's rows (the knob; d128 keeps its tile)
         let m128 = varlen_tile(64, true);
         assert_eq!((m128.bm, m128.dq_split), (128, 2));

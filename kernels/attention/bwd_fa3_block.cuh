@@ -358,8 +358,11 @@ struct DetGroup {
 
 // (The d256 launch in chunks of heads, bwd_fa3_d256_w2_spread, lost two rounds and was deleted on
 // 2026-11-30 night, ledger D60: the grid's order only.)
+// TAIL_WALK (a 1D grid, bwd_tail.cuh): the key blocks and heads from the problem, so that a part
+// of a split key block is in the group its key block would have been in whole.
 __device__ __forceinline__ DetGroup det_group(const BwdWalk& k, const AttnBwdArgs& p) {
-  const int n = gridDim.x, base = n * (k.hk + (int)gridDim.y * k.b);  // block nb launched at base + nb
+  const int n = TAIL_WALK ? (p.skv + BN - 1) / BN : (int)gridDim.x, heads = TAIL_WALK ? p.heads_q / p.group : (int)gridDim.y;
+  const int base = n * (k.hk + heads * k.b);  // block nb launched at base + nb
   const int w0 = (base + k.nb) / p.det_sms * p.det_sms;
   DetGroup g;
   g.g0 = w0 > base ? w0 - base : 0;

@@ -145,7 +145,18 @@ __device__ __forceinline__ void d256_trace_head(const AttnBwdArgs& p, int role, 
 }
 
 static_assert(D == 256 && BN == 64 && BM == 64 && SPLIT_N && QN == 128, "d256: 64 keys, 64 queries, dQ split by 128 columns");
-static_assert(!TAIL, "KILN_BWD_TAIL: d64/d128 (bwd_fa3_d256_tail, the d256 split, tied in two rounds and was deleted on 2026-11-30, ledger D50)");
+// KILN_BWD_TAIL 1 (the host's bwd_fa3_d256_w2_cols2t, with KILN_D256_DET 3, non-causal): the
+// grid's last partial wave split into parts (bwd_tail.cuh), each walking a contiguous share of its
+// key block's rotated walk and adding each dQ tile at the key block's rank, so that the order of
+// every tile's adds, and the sums, are the whole grid's; the split key block's dV and dK summed
+// over its parts in part order by the last to finish (tail_fixup_ordered). With the order the
+// waves move as one (each block waits at every tile for the block ahead of it), so the 4 blocks
+// of B1 H16 S16384's 32nd wave (4,096 on 132 SMs) cost a whole wave of 256 steps, ~3 % of the
+// call; the non-deterministic split (bwd_fa3_d256_tail, deleted on 2026-11-30, ledger D50) tied,
+// its independent blocks ending 3 % apart anyway. A part waits only for adders of lower rank:
+// earlier waves' whole blocks, or parts of the same wave, which all fit on the SMs at once (the
+// host's r x parts <= SMs; det_schedule.rs runs it).
+static_assert(!TAIL || (D256_WRITER && !D256_TRACE), "KILN_BWD_TAIL at d256: the ordered writers' split (KILN_D256_DET 3), not traced");
 
 // KILN_D256_P16 1 (the knob KILN_BWD_D256_P16): Pᵀ handed over as consumer 0 packs it for dV
 // (16-bit pairs: 8 KB a block, [KP][128 threads] of uint4), not in fp32 (16 KB), and consumer 1's
@@ -281,8 +292,8 @@ __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk
   if (!PT) mbar_wait(sm.kv_full, 0);
   float acc[SR];
   for (int it = 0; it < k.iters; ++it) {
-    const int h = k.hk * p.group + it / k.per_head;
-    int mb = k.m_first + it % k.per_head;
+    int h, mb;
+    walk_at(k, p, it, h, mb);  // (TAIL: from the part's first iteration)
     if (D256_DET && !p.causal && mb >= k.per_head) mb -= k.per_head;  // a rotated walk wraps (det_walk)
     const int m0 = mb * BM;
     const int gi = PT ? g0 + it : it;  // the ring's iteration
@@ -383,6 +394,11 @@ __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk
     if (BWD_CLUSTER > 1 && k.iters > 0) d256_release(sm, sm.qring.slot(k.iters - 1), 4);  // (the pair's producers wait for it)
   }
   fence_all(g);
+  if constexpr (TAIL_WALK) {
+    // a part of a split key block: its partial out, and the last part to finish stores the sum
+    int slot, part;
+    if (tail_part(p, slot, part) && !tail_fixup_ordered<KR>(g, p, slot, part, 128 * C + threadIdx.x % 128)) return;
+  }
   store_key_rows<D>(static_cast<in_t*>(C == 0 ? p.dv : p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, g, C == 0 ? 1.0f : p.scale,
                     k.n0 + th.krow, p.skv, p.kv_ss, th.t);
 }

@@ -1,5 +1,5 @@
 // KILN_BWD_TAIL 1 (the host's KILN_BWD_TAIL knob; bwd_fa3_lookahead.cu's dense walk, non-causal,
-// not deterministic): the grid's last partial wave split into shorter blocks. A non-causal grid
+// not deterministic; and bwd_fa3_d256.cu's ordered writers, deterministic: tail_fixup_ordered): the grid's last partial wave split into shorter blocks. A non-causal grid
 // of U equal key blocks on S SMs (one CTA each) runs ceil(U / S) waves where U / S is the work:
 // at d64 B4 H16 S4096 and d128 B2 H16 S8192 (2,048 blocks on 132 SMs, 15.52 waves) the last wave
 // keeps 68 SMs busy and leaves 64 idle, about 3 % of the call. Here the grid is 1D: blocks
@@ -87,6 +87,42 @@ __device__ __forceinline__ bool tail_fixup(float (&dk)[KR], float (&dv)[KR], con
       const float4 a = __ldcg(other + i * 256), v = __ldcg(other + (Q4 + i) * 256);
       dk[4 * i] += a.x, dk[4 * i + 1] += a.y, dk[4 * i + 2] += a.z, dk[4 * i + 3] += a.w;
       dv[4 * i] += v.x, dv[4 * i + 1] += v.y, dv[4 * i + 2] += v.z, dv[4 * i + 3] += v.w;
+    }
+  }
+  return true;
+}
+
+// The deterministic mode's fixup of one gradient a consumer thread (bwd_fa3_d256.cu's split
+// grid: consumer 0 holds dV, consumer 1 dK, KR values each): as tail_fixup, but the part that
+// bumps last sums every part's partial in part order, its own read back from memory too, so that
+// the sum is the same whichever part finishes last (tail_fixup adds its own registers first).
+// Partials are [slot][part][register quad][256 threads] as float4s.
+template <int KR>
+__device__ __forceinline__ bool tail_fixup_ordered(float (&g)[KR], const AttnBwdArgs& p, int slot, int part, int ctid) {
+  constexpr int Q4 = KR / 4;
+  const int parts = p.tail_parts;
+  float4* acc = reinterpret_cast<float4*>(p.tail_acc);
+  float4* mine = acc + (i64)(slot * parts + part) * Q4 * 256 + ctid;
+#pragma unroll
+  for (int i = 0; i < Q4; ++i) mine[i * 256] = make_float4(g[4 * i], g[4 * i + 1], g[4 * i + 2], g[4 * i + 3]);
+  __threadfence();
+  named_barrier_sync(1, 256);
+  bool last = false;
+  if (ctid == 0) {
+    last = atomicAdd(p.tail_sem + slot, 1u) == (u32)(parts - 1);
+    if (last) p.tail_sem[slot] = 0u;  // every part has arrived: ready for the next launch
+  }
+  if (!named_barrier_or(1, 256, last)) return false;
+  __threadfence();
+#pragma unroll
+  for (int i = 0; i < KR; ++i) g[i] = 0.0f;  // (0 + part 0's: part 0's; a branch on q == 0 spilled at d256)
+#pragma unroll 1
+  for (int q = 0; q < parts; ++q) {
+    const float4* from = acc + (i64)(slot * parts + q) * Q4 * 256 + ctid;
+#pragma unroll
+    for (int i = 0; i < Q4; ++i) {
+      const float4 a = __ldcg(from + i * 256);
+      g[4 * i] += a.x, g[4 * i + 1] += a.y, g[4 * i + 2] += a.z, g[4 * i + 3] += a.w;
     }
   }
   return true;

@@ -200,9 +200,9 @@ pub(super) static KNOBS: &[Knob] = &[
     },
     Knob {
         name: "KILN_BWD_TAIL",
-        takes: || "0 to 4 (0: off; 1: the host's choice of parts; 2 to 4: that many parts)".into(),
-        default: "the default backward (bwd_fa3_tail) splits the non-causal grid's last partial wave of key blocks into the model's parts, the versions asked for by name run it whole (0: whole everywhere; 1: the model's split wherever it applies)",
-        set: |o, v| put(&mut o.attention.bwd_tail, opt(v, |v| number(v, 0, 4))),
+        takes: || "0 to 32 (0: off; 1: the host's choice of parts; 2 to 32: that many parts, bwd_fa3_d256_w2_cols2t at most as many as fit on the SMs at once)".into(),
+        default: "the default backward (bwd_fa3_tail) and bwd_fa3_d256_w2_cols2t split the non-causal grid's last partial wave of key blocks into the model's parts, the other versions asked for by name run it whole (0: whole everywhere; 1: the model's split wherever it applies)",
+        set: |o, v| put(&mut o.attention.bwd_tail, opt(v, |v| number(v, 0, 32))),
         show: |o| o.attention.bwd_tail.map(|n| n.to_string()),
     },
     Knob {

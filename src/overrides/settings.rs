@@ -154,9 +154,10 @@ pub struct AttentionOverrides {
     pub bwd_pingpong: bool,
     /// `KILN_BWD_TAIL`: the non-causal WGMMA backwards (`bwd_fa3_lookahead`'s file) split the
     /// key blocks of the grid's last partial wave into parts (`attention_backward::tail`): 1 as
-    /// many as the host's model picks, 2 to 4 that many; 0: off everywhere. Default: none (the
-    /// default version, `bwd_fa3_tail`, takes the model's split; the older versions asked for by
-    /// name run the grid whole).
+    /// many as the host's model picks, 2 to 32 that many (the deterministic d256 split at most as
+    /// many as fit on the SMs at once); 0: off everywhere. Default: none (the default version,
+    /// `bwd_fa3_tail`, and `bwd_fa3_d256_w2_cols2t` take the model's split; the older versions
+    /// asked for by name run the grid whole).
     pub bwd_tail: Option<u32>,
     /// `KILN_BWD_VARLEN_COMPACT`: the packed backward's grid with the sequences' key blocks back
     /// to back (no block past a shorter sequence's keys), for batches of at most 63 sequences.

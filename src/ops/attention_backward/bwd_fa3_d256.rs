@@ -309,7 +309,7 @@ mod tests {
         assert_eq!(k.name(), "bwd_fa3_d256_persist");
         assert!(BwdFa3D256(D256::Staged).by_default());
         let k = reg.select_attention_backward(&p(256), &h100, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_w2_cols2");
+        assert_eq!(k.name(), "bwd_fa3_d256_w2_cols2t");
         let k = reg.select_attention_backward(&p(128), &h100, None).unwrap();
         assert!(!k.name().starts_with("bwd_fa3_d256"), "{}", k.name());
         for v in ALL {

@@ -58,7 +58,8 @@
 //! `bwd_fa3_d256.cu`), for scripts/det_trace.py.
 
 use super::bwd_fa3_d256::{self, D256};
-use super::bwd_fa3_wgmma::Sched;
+use super::bwd_fa3_wgmma::{tail_knob, Sched};
+use super::tail::{self, TailPlan};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
 use crate::error::{Error, Result};
@@ -80,6 +81,9 @@ pub enum D256Det {
     /// `bwd_fa3_d256_w2_cols2e`: `Cols2` whose last part is bumped as soon as it completes,
     /// before the next block's counter is read (`KILN_D256_DQ_EAGER`).
     Cols2e,
+    /// `bwd_fa3_d256_w2_cols2t`: `Cols2` with the grid's last partial wave split into parts
+    /// (`KILN_BWD_TAIL`, non-causal; [`tail::plan_ordered`]).
+    Cols2t,
 }
 
 impl D256Det {
@@ -87,13 +91,19 @@ impl D256Det {
     pub fn parts(self) -> u32 {
         match self {
             D256Det::W2 | D256Det::Rotated => 1,
-            D256Det::Cols2 | D256Det::Cols2e => 2,
+            D256Det::Cols2 | D256Det::Cols2e | D256Det::Cols2t => 2,
         }
     }
 
     /// Whether the last part is bumped before the next block's counter is read.
     pub fn eager(self) -> bool {
         self == D256Det::Cols2e
+    }
+
+    /// Whether the kernel splits the last partial wave (`KILN_BWD_TAIL`; where the problem has
+    /// one and the walk allows it: [`tail::plan_ordered`]).
+    pub fn tail(self) -> bool {
+        self == D256Det::Cols2t
     }
 }
 
@@ -113,8 +123,16 @@ impl BwdFa3D256Ordered {
     pub const COLS2: Self = BwdFa3D256Ordered(D256Det::Cols2);
     /// `bwd_fa3_d256_w2_cols2e`.
     pub const COLS2E: Self = BwdFa3D256Ordered(D256Det::Cols2e);
+    /// `bwd_fa3_d256_w2_cols2t`.
+    pub const COLS2T: Self = BwdFa3D256Ordered(D256Det::Cols2t);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::COLS2, Self::COLS2E];
+    pub const ALL: [Self; 5] = [
+        Self::W2,
+        Self::ROTATED,
+        Self::COLS2,
+        Self::COLS2E,
+        Self::COLS2T,
+    ];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -138,6 +156,7 @@ impl BwdFa3D256Ordered {
             });
         }
         let a = &p.attn;
+        // (the traced kernel runs the grid whole: launch_with)
         let blocks = a.seqlen_kv.div_ceil(bwd_fa3_d256::BN as usize) * a.heads_kv * a.batch;
         let words = blocks * 2 * a.group() * a.seqlen_q.div_ceil(64) * TRACE_WORDS;
         let buf = DeviceBuffer::new(words * 4)?;
@@ -156,15 +175,21 @@ impl BwdFa3D256Ordered {
         det_trace: u64,
     ) -> Result<()> {
         let p16 = ctx.overrides.attention.bwd_d256_p16;
-        let main = spec(
-            &ctx.arch(),
-            p.attn.dtype,
-            p16,
-            trace,
-            self.0.parts(),
-            self.0.eager(),
-        );
+        // the split where the version asks for it and the problem has a last partial wave (the
+        // traced kernel stamps whole blocks only)
+        let split = if self.0.tail() && !trace {
+            split_for(ctx, p)
+        } else {
+            None
+        };
+        let form = if self.0.tail() && split.is_none() {
+            D256Det::Cols2
+        } else {
+            self.0
+        };
+        let main = spec(&ctx.arch(), p.attn.dtype, p16, trace, form);
         let sched = Sched {
+            split,
             det_writers: Some(WRITERS),
             det_trace,
             rotate: self.0 == D256Det::Rotated,
@@ -178,24 +203,34 @@ impl BwdFa3D256Ordered {
 /// The u32 words of one trace record (`bwd_fa3_d256.cu`'s `TRACE_WORDS`).
 pub const TRACE_WORDS: usize = 16;
 
-/// The two-writer kernel for `dtype`: the staged version's with the define `KILN_D256_DET` 3
-/// (`p16`: `KILN_BWD_D256_P16`; `trace`: `KILN_D256_TRACE`, the diagnostic's stamps; `parts` > 1:
-/// `KILN_D256_DQ_PARTS`, the tile's order in column parts; `eager`: `KILN_D256_DQ_EAGER`, their
-/// last part bumped before the next block's counter is read).
-pub fn spec(
-    arch: &str,
-    dtype: DType,
-    p16: bool,
-    trace: bool,
-    parts: u32,
-    eager: bool,
-) -> KernelSpec {
-    let mut s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 3);
-    if parts > 1 {
-        s = s.define("KILN_D256_DQ_PARTS", parts as i64);
+/// The split of `p`'s grid for `bwd_fa3_d256_w2_cols2t`: `KILN_BWD_TAIL`'s parts (unset: the
+/// model's) where `p` is non-causal and deterministic and its grid has a last partial wave.
+fn split_for(ctx: &Context, p: &BackwardProblem) -> Option<TailPlan> {
+    if !tail::applies_ordered(p) {
+        return None;
     }
-    if eager {
+    let a = &p.attn;
+    let units =
+        (a.seqlen_kv as u32).div_ceil(bwd_fa3_d256::BN) * a.heads_kv as u32 * a.batch as u32;
+    let steps = a.group() as u32 * (a.seqlen_q as u32).div_ceil(64);
+    let knob = tail_knob(ctx.overrides.attention.bwd_tail, true);
+    tail::plan_ordered(knob, units, ctx.info.sm_count, steps)
+}
+
+/// The two-writer kernel of `form` for `dtype`: the staged version's with the define
+/// `KILN_D256_DET` 3 (`p16`: `KILN_BWD_D256_P16`; `trace`: `KILN_D256_TRACE`, the diagnostic's
+/// stamps); the form's column parts (`KILN_D256_DQ_PARTS`, the tile's order in parts), eager last
+/// bump (`KILN_D256_DQ_EAGER`) and split last wave (`KILN_BWD_TAIL`).
+pub fn spec(arch: &str, dtype: DType, p16: bool, trace: bool, form: D256Det) -> KernelSpec {
+    let mut s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 3);
+    if form.parts() > 1 {
+        s = s.define("KILN_D256_DQ_PARTS", form.parts() as i64);
+    }
+    if form.eager() {
         s = s.define("KILN_D256_DQ_EAGER", 1);
+    }
+    if form.tail() {
+        s = s.define("KILN_BWD_TAIL", 1);
     }
     if trace {
         s.define("KILN_D256_TRACE", 1)
@@ -211,6 +246,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::Rotated => "bwd_fa3_d256_rotated",
             D256Det::Cols2 => "bwd_fa3_d256_w2_cols2",
             D256Det::Cols2e => "bwd_fa3_d256_w2_cols2e",
+            D256Det::Cols2t => "bwd_fa3_d256_w2_cols2t",
         }
     }
     fn summary(&self) -> &'static str {
@@ -219,6 +255,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
             D256Det::Cols2 => "bwd_fa3_d256_w2 with each dQ tile's order in two column parts, a counter each, so that a hop waits for one part's reduce",
             D256Det::Cols2e => "bwd_fa3_d256_w2_cols2 whose last part is bumped as soon as it completes, before the next block's counter is read",
+            D256Det::Cols2t => "bwd_fa3_d256_w2_cols2 with the grid's last partial wave split into parts, each adding at its key block's rank",
         }
     }
     fn rung(&self) -> u32 {
@@ -229,6 +266,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
                 D256Det::Rotated => 1,
                 D256Det::Cols2 => 2,
                 D256Det::Cols2e => 3,
+                D256Det::Cols2t => 4,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
@@ -240,7 +278,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         if self.0 == D256Det::W2 {
             DTYPES
                 .iter()
-                .map(|&dt| spec(arch, dt, false, false, 1, false))
+                .map(|&dt| spec(arch, dt, false, false, D256Det::W2))
                 .collect()
         } else {
             Vec::new()
@@ -255,10 +293,11 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
     fn by_default(&self) -> bool {
         false
     }
-    /// The deterministic mode's default at d256: `bwd_fa3_d256_w2_cols2` for non-causal problems
-    /// (H200, 2026-12-01, ledger D110, D113: verified over three waves, causal, GQA BHSD f16,
-    /// one-step tiles and Sq 65 Skv 200 under memcheck, runs bitwise equal; in one process with
-    /// w2, 1.015-1.055x it at B1 H16 S16384 and B4 H16 S4096 in two calls), `bwd_fa3_d256_w2` for
+    /// The deterministic mode's default at d256: `bwd_fa3_d256_w2_cols2t` for non-causal problems
+    /// (`_cols2`, H200, 2026-12-01, ledger D110, D113: verified over three waves, causal, GQA BHSD
+    /// f16, one-step tiles and Sq 65 Skv 200 under memcheck, runs bitwise equal; in one process
+    /// with w2, 1.015-1.055x it at B1 H16 S16384 and B4 H16 S4096 in two calls; with the last
+    /// partial wave split, 2026-12-02, ledger D120), `bwd_fa3_d256_w2` for
     /// causal ones (2026-11-30, D31, D33, D34: 0.90-0.95x the non-deterministic run in two rounds;
     /// `_cols2` 0.984x and 0.997x w2 there, D113). Not the non-deterministic mode's (it runs
     /// `bwd_fa3_d256_tma` there anyway).
@@ -266,7 +305,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         let want = if p.attn.causal {
             D256Det::W2
         } else {
-            D256Det::Cols2
+            D256Det::Cols2t
         };
         self.0 == want && p.deterministic
     }
@@ -290,12 +329,13 @@ mod tests {
                 "bwd_fa3_d256_w2",
                 "bwd_fa3_d256_rotated",
                 "bwd_fa3_d256_w2_cols2",
-                "bwd_fa3_d256_w2_cols2e"
+                "bwd_fa3_d256_w2_cols2e",
+                "bwd_fa3_d256_w2_cols2t"
             ]
         );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 4);
+        assert_eq!(rungs.len(), 5);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -309,28 +349,30 @@ mod tests {
             assert_eq!(k.name(), v.name());
             assert_eq!(
                 v.by_default_for(&p(256, true)),
-                v == BwdFa3D256Ordered::COLS2
+                v == BwdFa3D256Ordered::COLS2T
             );
             let mut causal = p(256, true);
             causal.attn.causal = true;
             assert_eq!(v.by_default_for(&causal), v == BwdFa3D256Ordered::W2);
             assert!(!v.by_default_for(&p(256, false)));
         }
-        let label = spec("sm_90a", DTYPES[0], false, false, 1, false).label();
+        let label = spec("sm_90a", DTYPES[0], false, false, D256Det::W2).label();
         assert!(
             label.contains("KILN_D256_DET=3")
                 && label.contains("KILN_D256_DQ=1")
                 && !label.contains("KILN_D256_TRACE")
-                && !label.contains("KILN_D256_DQ_PARTS"),
+                && !label.contains("KILN_D256_DQ_PARTS")
+                && !label.contains("KILN_BWD_TAIL"),
             "{label}"
         );
-        // the column parts: the define, and as many counters a query block
+        // the column parts: the define, and as many counters a query block; the split's define
         for (v, n) in [
             (BwdFa3D256Ordered::COLS2, 2),
             (BwdFa3D256Ordered::COLS2E, 2),
+            (BwdFa3D256Ordered::COLS2T, 2),
         ] {
             assert_eq!(v.0.parts(), n);
-            let label = spec("sm_90a", DTYPES[0], false, false, n, v.0.eager()).label();
+            let label = spec("sm_90a", DTYPES[0], false, false, v.0).label();
             assert!(
                 label.contains(&format!("KILN_D256_DQ_PARTS={n}")),
                 "{label}"
@@ -338,6 +380,11 @@ mod tests {
             assert_eq!(
                 label.contains("KILN_D256_DQ_EAGER=1"),
                 v == BwdFa3D256Ordered::COLS2E,
+                "{label}"
+            );
+            assert_eq!(
+                label.contains("KILN_BWD_TAIL=1"),
+                v == BwdFa3D256Ordered::COLS2T,
                 "{label}"
             );
         }
@@ -371,7 +418,7 @@ mod tests {
                 .unwrap()
                 .name()
         };
-        assert_eq!(pick(256, true), "bwd_fa3_d256_w2_cols2");
+        assert_eq!(pick(256, true), "bwd_fa3_d256_w2_cols2t");
         let mut causal = p(256, true);
         causal.attn.causal = true;
         let k = r.select_attention_backward(&causal, &h100, None).unwrap();
@@ -382,18 +429,21 @@ mod tests {
     }
 
     /// Their kernels (`KILN_BWD_D256_P16`'s; traced; the column parts', among them the non-causal
-    /// default's in both types) compile for sm_90a with no local memory, no
+    /// default's in both types; the split last wave's) compile for sm_90a with no local memory, no
     /// wgmma serialisation and the register split honoured (w2's own in tests/compile.rs).
     #[test]
     fn every_variant_compiles_without_spills() {
         let specs = vec![
-            spec("sm_90a", DTYPES[0], true, false, 1, false),
-            spec("sm_90a", DTYPES[0], false, true, 1, false),
-            spec("sm_90a", DTYPES[0], false, false, 2, false),
-            spec("sm_90a", DTYPES[1], false, false, 2, false),
+            spec("sm_90a", DTYPES[0], true, false, D256Det::W2),
+            spec("sm_90a", DTYPES[0], false, true, D256Det::W2),
             // (the non-causal default's, compiled at first use)
-            spec("sm_90a", DTYPES[1], false, false, 2, true),
-            spec("sm_90a", DTYPES[0], false, true, 2, true),
+            spec("sm_90a", DTYPES[0], false, false, D256Det::Cols2),
+            spec("sm_90a", DTYPES[1], false, false, D256Det::Cols2),
+            spec("sm_90a", DTYPES[1], false, false, D256Det::Cols2e),
+            spec("sm_90a", DTYPES[0], false, true, D256Det::Cols2e),
+            // the split last wave's, both types
+            spec("sm_90a", DTYPES[0], false, false, D256Det::Cols2t),
+            spec("sm_90a", DTYPES[1], false, false, D256Det::Cols2t),
         ];
         crate::ops::attention_backward::assert_compiles_clean(specs, &["C751", "C7507", "C7508"]);
     }

@@ -47,7 +47,7 @@ impl AttentionBackwardKernel for BwdFa3D256Persist {
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
         bwd_fa3_d256::supports_staged(p, dev)?;
         if p.deterministic {
-            return Err("runs the non-deterministic mode only; the deterministic mode at d256 is `bwd_fa3_d256_w2_cols2` (the default; causal: `bwd_fa3_d256_w2`)".into());
+            return Err("runs the non-deterministic mode only; the deterministic mode at d256 is `bwd_fa3_d256_w2_cols2t` (the default; causal: `bwd_fa3_d256_w2`)".into());
         }
         dev.check_smem(bwd_fa3_d256::persist_smem_bytes())
     }
@@ -82,7 +82,7 @@ impl AttentionBackwardKernel for BwdFa3D256Persist {
         )
     }
     /// The default where it measured faster (ledger D81): every d256 problem it supports, none
-    /// deterministic (`supports` refuses those: `bwd_fa3_d256_w2_cols2` is their default, causal `bwd_fa3_d256_w2`).
+    /// deterministic (`supports` refuses those: `bwd_fa3_d256_w2_cols2t` is their default, causal `bwd_fa3_d256_w2`).
     fn by_default(&self) -> bool {
         true
     }
@@ -124,11 +124,11 @@ mod tests {
         }
         let det = BackwardProblem::new(free.attn, true);
         let k = r.select_attention_backward(&det, &h100, None).unwrap();
-        assert_eq!(k.name(), "bwd_fa3_d256_w2_cols2");
+        assert_eq!(k.name(), "bwd_fa3_d256_w2_cols2t");
         assert!(BwdFa3D256Persist
             .supports(&det, &h100)
             .unwrap_err()
-            .contains("bwd_fa3_d256_w2_cols2"));
+            .contains("bwd_fa3_d256_w2_cols2t"));
         let d128 = BackwardProblem::new(AttentionProblem::new(1, 2, 129, 128), false);
         assert!(BwdFa3D256Persist.supports(&d128, &h100).is_err());
         assert!(BwdFa3D256Persist.variants("sm_90a").is_empty());

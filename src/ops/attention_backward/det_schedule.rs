@@ -100,6 +100,27 @@ pub fn walks_launched(
         .collect()
 }
 
+/// [`walks`] with the grid's last partial wave split as `plan` splits it
+/// (`bwd_fa3_d256_w2_cols2t`, `KILN_BWD_TAIL`): the first `plan.full` blocks whole, then each
+/// split key block's walk in `plan.parts` contiguous shares (`bwd_tail.cuh`'s `tail_share`), a
+/// block each, launched in that order; every add keeps its key block's rank.
+pub fn walks_split(
+    p: &BackwardProblem,
+    bm: usize,
+    bn: usize,
+    sms: usize,
+    plan: &super::tail::TailPlan,
+) -> Vec<Vec<Add>> {
+    let mut whole = walks(p, bm, bn, sms);
+    let split = whole.split_off(plan.full as usize);
+    let parts = plan.parts as usize;
+    for w in split {
+        let n = w.len();
+        whole.extend((0..parts).map(|q| w[n * q / parts..n * (q + 1) / parts].to_vec()));
+    }
+    whole
+}
+
 /// The rotated order's group of key block `nb` of pair `pair` (key/value head + heads · batch),
 /// `nx` key blocks each, launched in the grid's order in waves of `sms`: the first key block of
 /// the pair in `nb`'s wave and their count, as the device's `det_group` has them.
@@ -375,6 +396,42 @@ mod tests {
                 p.attn.head_dim = 256;
                 let w = walks(&p, 64, 64, 132);
                 assert!(run(&w, 132, Release::BeforeWait).is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn the_split_last_wave_keeps_each_tiles_order_and_every_run_finishes() {
+        // bwd_fa3_d256_w2_cols2t: the last partial wave's key blocks in parts that fit on the
+        // SMs together (tail::plan_ordered); the same adds as the whole grid, each tile's in
+        // rank order, and no run hangs, where a wave's group wraps, crosses heads (GQA) or is
+        // one block
+        use super::super::tail::plan_ordered;
+        for (b, hq, hkv, s, sms) in [
+            (1, 3, 3, 4096, 132),
+            (2, 4, 2, 2049, 5),
+            (1, 2, 1, 1000, 7),
+            (1, 16, 16, 1100, 132),
+            (2, 1, 1, 65, 3),
+        ] {
+            let mut p = problem(b, hq, hkv, s, s, false);
+            p.attn.head_dim = 256;
+            let (nx, m) = grid(&p, 64, 64);
+            let units = (nx * hkv * b) as u32;
+            let steps = (m * p.attn.group()) as u32;
+            let plan = plan_ordered(1, units, sms as u32, steps).unwrap();
+            assert!(plan.split * plan.parts <= sms as u32, "{}", p.label());
+            let w = walks_split(&p, 64, 64, sms, &plan);
+            assert_eq!(w.len(), plan.blocks() as usize);
+            let mut all: Vec<Add> = w.iter().flatten().copied().collect();
+            let mut whole: Vec<Add> = walks(&p, 64, 64, sms).into_iter().flatten().collect();
+            let key = |a: &Add| (a.b, a.h, a.mb, a.rank);
+            all.sort_by_key(key);
+            whole.sort_by_key(key);
+            assert_eq!(all, whole, "{}", p.label());
+            for rule in [Release::BeforeWait, Release::AtOnce] {
+                let done = run(&w, sms, rule);
+                assert_eq!(done.map(|d| d.len()), Some(all.len()), "{}", p.label());
             }
         }
     }

@@ -83,6 +83,38 @@ pub fn plan(knob: u32, units: u32, sms: u32, steps: u32) -> Option<TailPlan> {
     })
 }
 
+/// At most this many parts a split key block of the deterministic d256 split
+/// ([`plan_ordered`]), where a part's partials (128 KB) are read by the last part to finish.
+pub const MAX_ORDERED_PARTS: u32 = 16;
+
+/// The split of the deterministic d256 grid (`bwd_fa3_d256_w2_cols2t`): `units` key blocks of
+/// `steps` each on `sms` SMs, launched in waves whose blocks wait for each other at every query
+/// block (the order), so that the waves end together and a last partial wave of r blocks costs
+/// a whole wave. Its r blocks each become P parts, P as many as fit on the SMs at once (r·P <=
+/// `sms`: a part waits for parts of lower rank in the same wave, so every part must be resident
+/// together), at most [`MAX_ORDERED_PARTS`] and `steps`; `knob` 0 none, 1 that P, 2 or more at
+/// most that many. `None` where there is no partial wave or fewer than 2 parts fit.
+pub fn plan_ordered(knob: u32, units: u32, sms: u32, steps: u32) -> Option<TailPlan> {
+    let r = units % sms.max(1);
+    if knob == 0 || r == 0 {
+        return None;
+    }
+    let cap = if knob >= 2 { knob } else { MAX_ORDERED_PARTS };
+    let parts = cap.min(sms / r).min(steps);
+    (parts >= 2).then_some(TailPlan {
+        parts,
+        full: units - r,
+        split: r,
+    })
+}
+
+/// Whether the deterministic d256 grid of `p` may run split ([`plan_ordered`]): non-causal (the
+/// causal order launches its key blocks in reverse), deterministic, no window.
+pub fn applies_ordered(p: &BackwardProblem) -> bool {
+    let a = &p.attn;
+    !a.causal && p.deterministic && a.window == crate::ops::attention::Window::UNBOUNDED
+}
+
 /// Whether `p` may run split: non-causal (the causal walks differ in length: `KILN_BWD_LPT`),
 /// not deterministic (its dQ order counts whole key blocks), no window (its walks differ too).
 pub fn applies(p: &BackwardProblem) -> bool {
@@ -91,7 +123,8 @@ pub fn applies(p: &BackwardProblem) -> bool {
 }
 
 /// The workspace of `plan` at head dim `d`: the counters (zero between launches) and the
-/// partials, a part's dK and dV in fp32 from 256 consumer threads of d/2 + d/2 values each.
+/// partials, a part's dK and dV in fp32 from 256 consumer threads of d/2 + d/2 values each (at
+/// d256 each consumer thread holds one gradient's 128: half of that).
 pub fn workspace(ctx: &Context, plan: &TailPlan, d: usize) -> Result<(u64, u64)> {
     let s = &ctx.scratch;
     let sems = s
@@ -134,6 +167,33 @@ mod tests {
                 "{steps}: {split} / {whole}"
             );
         }
+    }
+
+    #[test]
+    fn the_ordered_split_takes_as_many_parts_as_fit_on_the_sms() {
+        // B1 H16 S16384 d256 (4,096 key blocks of 256 steps on 132 SMs): the 4 of the 32nd wave
+        // in 16 parts each, 64 blocks of 16 steps
+        let p = plan_ordered(1, 4096, 132, 256).unwrap();
+        assert_eq!(
+            p,
+            TailPlan {
+                parts: 16,
+                full: 4092,
+                split: 4
+            }
+        );
+        assert_eq!(p.blocks(), 4092 + 64);
+        // 60 left over: 2 parts each fit (120 <= 132); 70 left over: not 2
+        assert_eq!(plan_ordered(1, 192, 132, 64).map(|p| p.parts), Some(2));
+        assert_eq!(plan_ordered(1, 202, 132, 64), None);
+        // the knob: off, or at most that many (and never more than fit, nor than the steps)
+        assert_eq!(plan_ordered(0, 4096, 132, 256), None);
+        assert_eq!(plan_ordered(8, 4096, 132, 256).map(|p| p.parts), Some(8));
+        assert_eq!(plan_ordered(32, 4096, 132, 256).map(|p| p.parts), Some(32));
+        assert_eq!(plan_ordered(32, 4100, 132, 256).map(|p| p.parts), Some(16));
+        assert_eq!(plan_ordered(1, 4096, 132, 3).map(|p| p.parts), Some(3));
+        // a full last wave
+        assert_eq!(plan_ordered(1, 4092, 132, 256), None);
     }
 
     #[test]

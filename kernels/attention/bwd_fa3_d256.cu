@@ -73,7 +73,7 @@ static_assert(KILN_D256_DET == 3,
 constexpr u32 BAR_HANDOFF = 8;
 static_assert(!D256_WRITER || STAGES == 2, "a writer barrier per ring stage: 8 and 9");
 
-// KILN_D256_DQ_PARTS 2 (the host's bwd_fa3_d256_w2_cols2 and _cols2e, with KILN_D256_DET 3): each
+// KILN_D256_DQ_PARTS 2 (the host's bwd_fa3_d256_w2_cols2 and _cols2t, with KILN_D256_DET 3): each
 // (head, query block)'s order split by columns into P parts of 256 / P, each with its own counter
 // (dq_sem holds P a tile, [tile][P]), so that an adder's part q waits for the previous adder's
 // part q only, not its whole tile. With one order a tile (w2) each hop of the chain is the whole
@@ -92,18 +92,9 @@ constexpr int D256_DQ_PARTS = 1;
 // out, so the stage was held ~3.8 us and the producer's ring stalled; deleted.
 static_assert(D256_DQ_PARTS == 1 || D256_DQ_PARTS == 2, "KILN_D256_DQ_PARTS: 1 or 2 column parts (4 was deleted on 2026-12-01)");
 static_assert(D256_DQ_PARTS == 1 || D256_WRITER, "KILN_D256_DQ_PARTS orders the writers' reduces (KILN_D256_DET 3)");
-// KILN_D256_DQ_EAGER 1 (the host's bwd_fa3_d256_w2_cols2e, with KILN_D256_DQ_PARTS): the last
-// part's completion waited for and its counter bumped as soon as the stage is released, and the
-// next block's first counter read only after that. d256_writer's early read overlaps a 64 KB
-// reduce's completion (~0.6 us left after the read); a part's completion is mostly over by then,
-// so with parts the read's round trip (~0.5 us) sat before the last part's bump, and the next
-// adder's last part waited ~1 us longer for its turn than its first (H200, 2026-12-01, D110).
-#if defined(KILN_D256_DQ_EAGER)
-constexpr bool D256_DQ_EAGER = KILN_D256_DQ_EAGER != 0;
-#else
-constexpr bool D256_DQ_EAGER = false;
-#endif
-static_assert(!D256_DQ_EAGER || D256_DQ_PARTS > 1, "KILN_D256_DQ_EAGER: the last column part's bump (KILN_D256_DQ_PARTS)");
+// The last part bumped before the next block's counter is read (KILN_D256_DQ_EAGER, the host's
+// bwd_fa3_d256_w2_cols2e) was level with _cols2 in two calls (+0.3-1.1 %, then -0.9 to +0.4 %;
+// H200, 2026-12-01/02, ledger D111, D121): deleted.
 
 // KILN_D256_TRACE 1 (the host's --det-trace; a diagnostic, never dispatched): each writer's lane 0
 // stamps its adds into p.det_trace, a record of TRACE_WORDS u32 per (block, role, iteration) at
@@ -478,14 +469,13 @@ __device__ __forceinline__ void d256_writer_parts(const AttnBwdArgs& p, const Bw
       at = 0;
       if (det) {
         // the next block's part 0 counter read first (as d256_writer), then the last part's
-        // completion and bump; D256_DQ_EAGER: the bump first
+        // completion and bump
         int h2, mb2;
         u32 turn2;
-        if (!D256_DQ_EAGER && it + writers < k.iters) at = ld_acquire(slot(it + writers, h2, mb2, turn2));
+        if (it + writers < k.iters) at = ld_acquire(slot(it + writers, h2, mb2, turn2));
         tma_store_wait<0>();
         fence_proxy_async_global();
         red_release_add(sem + (P - 1), 1);
-        if (D256_DQ_EAGER && it + writers < k.iters) at = ld_acquire(slot(it + writers, h2, mb2, turn2));
       }
     }
     __syncwarp();

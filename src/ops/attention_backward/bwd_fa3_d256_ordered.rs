@@ -23,11 +23,14 @@
 //!   two column parts of each dQ tile (128 columns each), each with its own counter, so that a
 //!   hop of the chain waits for one part's reduce, not the whole tile's; the same sums
 //!   in the same order per element as w2 (bitwise w2's results). The deterministic default at
-//!   d256 for non-causal problems since 2026-12-01 (D113: 1.015-1.055x w2 at B1 H16 S16384 and B4
+//!   d256 for non-causal problems from 2026-12-01 to `_cols2t` (D113: 1.015-1.055x w2 at B1 H16 S16384 and B4
 //!   H16 S4096 in two calls on an H200; causal 0.984x and 0.997x in one, not a win); its kernels
 //!   compile at first use, outside the variant budget (as `bwd_fa3_d256_persist`'s).
-//!   `bwd_fa3_d256_w2_cols2e` (`KILN_D256_DQ_EAGER`; ledger D111): `_cols2` whose last part is
-//!   bumped as soon as it completes, before the next block's counter is read.
+//!   `bwd_fa3_d256_w2_cols2t` (`KILN_BWD_TAIL`; ledger D120): `_cols2` with the grid's last
+//!   partial wave split into parts that fit on the SMs together, each walking a share of its key
+//!   block's rotated walk at the key block's rank (the same dQ sums), dK and dV summed over the
+//!   parts in part order: the deterministic default at d256 for non-causal problems since
+//!   2026-12-02 (1.020-1.030x `_cols2` at B1 H16 S16384 and B4 H16 S4096 on an H200).
 //! Deleted on 2026-11-30 (ledger D50): the first ordered form `bwd_fa3_d256_ordered` (each
 //! consumer's adder waiting for the turn; the default before w2), its early-bump form
 //! `bwd_fa3_d256_ordered_early` (refuted, D15) and the one-writer `bwd_fa3_d256_writer` (0.77-0.88x,
@@ -52,6 +55,9 @@
 //! `bwd_fa3_d256_rotated_gs1` (0.986x `bwd_fa3_d256_rotated`).
 //! Deleted on 2026-12-01 (ledger D112): `bwd_fa3_d256_w2_cols4` (the same in four parts of 64
 //! columns: 0.78-0.87x w2 in two calls, the stage held through four turns and bumps).
+//! Deleted on 2026-12-02 (ledger D121): `bwd_fa3_d256_w2_cols2e` (`KILN_D256_DQ_EAGER`, D111:
+//! `_cols2` whose last part was bumped before the next block's counter was read; level with
+//! `_cols2` in two calls, +0.3-1.1 % and -0.9 to +0.4 %).
 //! `trace_launch` (`kiln attn bench --backward --det-trace`): one launch of the version's kernel
 //! (w2's, or a column-parts form's: part 0's chain) compiled with `KILN_D256_TRACE`, whose
 //! writers stamp their turns, issues, completions and bumps (the record's layout:
@@ -78,9 +84,6 @@ pub enum D256Det {
     /// `bwd_fa3_d256_w2_cols2`: w2 with each tile's order in two column parts (128 columns each,
     /// a counter each).
     Cols2,
-    /// `bwd_fa3_d256_w2_cols2e`: `Cols2` whose last part is bumped as soon as it completes,
-    /// before the next block's counter is read (`KILN_D256_DQ_EAGER`).
-    Cols2e,
     /// `bwd_fa3_d256_w2_cols2t`: `Cols2` with the grid's last partial wave split into parts
     /// (`KILN_BWD_TAIL`, non-causal; [`tail::plan_ordered`]).
     Cols2t,
@@ -91,13 +94,8 @@ impl D256Det {
     pub fn parts(self) -> u32 {
         match self {
             D256Det::W2 | D256Det::Rotated => 1,
-            D256Det::Cols2 | D256Det::Cols2e | D256Det::Cols2t => 2,
+            D256Det::Cols2 | D256Det::Cols2t => 2,
         }
-    }
-
-    /// Whether the last part is bumped before the next block's counter is read.
-    pub fn eager(self) -> bool {
-        self == D256Det::Cols2e
     }
 
     /// Whether the kernel splits the last partial wave (`KILN_BWD_TAIL`; where the problem has
@@ -121,18 +119,10 @@ impl BwdFa3D256Ordered {
     pub const ROTATED: Self = BwdFa3D256Ordered(D256Det::Rotated);
     /// `bwd_fa3_d256_w2_cols2`.
     pub const COLS2: Self = BwdFa3D256Ordered(D256Det::Cols2);
-    /// `bwd_fa3_d256_w2_cols2e`.
-    pub const COLS2E: Self = BwdFa3D256Ordered(D256Det::Cols2e);
     /// `bwd_fa3_d256_w2_cols2t`.
     pub const COLS2T: Self = BwdFa3D256Ordered(D256Det::Cols2t);
     /// Every version, in the registry's order.
-    pub const ALL: [Self; 5] = [
-        Self::W2,
-        Self::ROTATED,
-        Self::COLS2,
-        Self::COLS2E,
-        Self::COLS2T,
-    ];
+    pub const ALL: [Self; 4] = [Self::W2, Self::ROTATED, Self::COLS2, Self::COLS2T];
 
     /// The version called `name`, if it is one of these.
     pub fn by_name(name: &str) -> Option<Self> {
@@ -219,15 +209,12 @@ fn split_for(ctx: &Context, p: &BackwardProblem) -> Option<TailPlan> {
 
 /// The two-writer kernel of `form` for `dtype`: the staged version's with the define
 /// `KILN_D256_DET` 3 (`p16`: `KILN_BWD_D256_P16`; `trace`: `KILN_D256_TRACE`, the diagnostic's
-/// stamps); the form's column parts (`KILN_D256_DQ_PARTS`, the tile's order in parts), eager last
-/// bump (`KILN_D256_DQ_EAGER`) and split last wave (`KILN_BWD_TAIL`).
+/// stamps); the form's column parts (`KILN_D256_DQ_PARTS`, the tile's order in parts) and split
+/// last wave (`KILN_BWD_TAIL`).
 pub fn spec(arch: &str, dtype: DType, p16: bool, trace: bool, form: D256Det) -> KernelSpec {
     let mut s = bwd_fa3_d256::spec(arch, dtype, D256::Staged, p16).define("KILN_D256_DET", 3);
     if form.parts() > 1 {
         s = s.define("KILN_D256_DQ_PARTS", form.parts() as i64);
-    }
-    if form.eager() {
-        s = s.define("KILN_D256_DQ_EAGER", 1);
     }
     if form.tail() {
         s = s.define("KILN_BWD_TAIL", 1);
@@ -245,7 +232,6 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::W2 => "bwd_fa3_d256_w2",
             D256Det::Rotated => "bwd_fa3_d256_rotated",
             D256Det::Cols2 => "bwd_fa3_d256_w2_cols2",
-            D256Det::Cols2e => "bwd_fa3_d256_w2_cols2e",
             D256Det::Cols2t => "bwd_fa3_d256_w2_cols2t",
         }
     }
@@ -254,7 +240,6 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             D256Det::W2 => "bwd_fa3_d256_tma whose deterministic mode adds the staged dQ tiles by two writer warps' TMA reduces in the dQ writer's fixed order, on its rotated (causal: reversed) walks",
             D256Det::Rotated => "bwd_fa3_d256_w2 whose non-deterministic runs take its rotated walks without the order (a diagnostic of the walk's cost)",
             D256Det::Cols2 => "bwd_fa3_d256_w2 with each dQ tile's order in two column parts, a counter each, so that a hop waits for one part's reduce",
-            D256Det::Cols2e => "bwd_fa3_d256_w2_cols2 whose last part is bumped as soon as it completes, before the next block's counter is read",
             D256Det::Cols2t => "bwd_fa3_d256_w2_cols2 with the grid's last partial wave split into parts, each adding at its key block's rank",
         }
     }
@@ -265,8 +250,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
                 D256Det::W2 => 0,
                 D256Det::Rotated => 1,
                 D256Det::Cols2 => 2,
-                D256Det::Cols2e => 3,
-                D256Det::Cols2t => 4,
+                D256Det::Cols2t => 3,
             }
     }
     fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
@@ -329,13 +313,12 @@ mod tests {
                 "bwd_fa3_d256_w2",
                 "bwd_fa3_d256_rotated",
                 "bwd_fa3_d256_w2_cols2",
-                "bwd_fa3_d256_w2_cols2e",
                 "bwd_fa3_d256_w2_cols2t"
             ]
         );
         let mut rungs: Vec<u32> = BwdFa3D256Ordered::ALL.iter().map(|v| v.rung()).collect();
         rungs.dedup();
-        assert_eq!(rungs.len(), 5);
+        assert_eq!(rungs.len(), 4);
         for v in BwdFa3D256Ordered::ALL {
             assert_eq!(BwdFa3D256Ordered::by_name(v.name()), Some(v));
             assert!(v.supports(&p(256, true), &h100).is_ok());
@@ -368,7 +351,6 @@ mod tests {
         // the column parts: the define, and as many counters a query block; the split's define
         for (v, n) in [
             (BwdFa3D256Ordered::COLS2, 2),
-            (BwdFa3D256Ordered::COLS2E, 2),
             (BwdFa3D256Ordered::COLS2T, 2),
         ] {
             assert_eq!(v.0.parts(), n);
@@ -378,18 +360,13 @@ mod tests {
                 "{label}"
             );
             assert_eq!(
-                label.contains("KILN_D256_DQ_EAGER=1"),
-                v == BwdFa3D256Ordered::COLS2E,
-                "{label}"
-            );
-            assert_eq!(
                 label.contains("KILN_BWD_TAIL=1"),
                 v == BwdFa3D256Ordered::COLS2T,
                 "{label}"
             );
         }
         assert_eq!(BwdFa3D256Ordered::W2.0.parts(), 1);
-        // deleted (ledger D30, D50, D60, D90, D100, D105, D106, D112)
+        // deleted (ledger D30, D50, D60, D90, D100, D105, D106, D112, D121)
         for gone in [
             "bwd_fa3_d256_chains",
             "bwd_fa3_d256_ordered",
@@ -405,6 +382,7 @@ mod tests {
             "bwd_fa3_d256_w2_gs1",
             "bwd_fa3_d256_rotated_gs1",
             "bwd_fa3_d256_w2_cols4",
+            "bwd_fa3_d256_w2_cols2e",
         ] {
             assert_eq!(BwdFa3D256Ordered::by_name(gone), None);
             assert!(r
@@ -439,8 +417,7 @@ mod tests {
             // (the non-causal default's, compiled at first use)
             spec("sm_90a", DTYPES[0], false, false, D256Det::Cols2),
             spec("sm_90a", DTYPES[1], false, false, D256Det::Cols2),
-            spec("sm_90a", DTYPES[1], false, false, D256Det::Cols2e),
-            spec("sm_90a", DTYPES[0], false, true, D256Det::Cols2e),
+            spec("sm_90a", DTYPES[0], false, true, D256Det::Cols2),
             // the split last wave's, both types
             spec("sm_90a", DTYPES[0], false, false, D256Det::Cols2t),
             spec("sm_90a", DTYPES[1], false, false, D256Det::Cols2t),

@@ -52,13 +52,30 @@ __device__ __forceinline__ void tail_share(int iters, int parts, int part, int& 
   n = (int)((long long)iters * (part + 1) / parts) - it0;
 }
 
+// The parts' meeting, by the 256 consumer threads once each has written its partial: whether
+// this part is the last of key block `slot`'s to arrive (thread 0 counts it and, last, resets the
+// counter for the next launch), the others' partials then visible to its reads. Named barrier 1
+// orders the fenced stores before the count, and again (named_barrier_or) the count before the
+// reads, publishing thread 0's verdict.
+__device__ __forceinline__ bool tail_last_part(const AttnBwdArgs& p, int slot, int ctid) {
+  __threadfence();
+  named_barrier_sync(1, 256);
+  bool last = false;
+  if (ctid == 0) {
+    last = atomicAdd(p.tail_sem + slot, 1u) == (u32)(p.tail_parts - 1);
+    if (last) p.tail_sem[slot] = 0u;  // every part has arrived: ready for the next launch
+  }
+  if (!named_barrier_or(1, 256, last)) return false;
+  __threadfence();
+  return true;
+}
+
 // The consumers' last step of part `part` of split key block `slot` (all 256 consumer threads,
 // ctid = 128·c + the thread's index in its warpgroup; dk, dv: this part's partials, KR each):
 // whether this block stores dK and dV, having added the other parts' partials into dk and dv.
 // Partials are laid out [slot][part][register quad][256 threads] as float4s, so that a warp's
-// stores and loads are whole 512-byte lines. Named barrier 1 (the consumers' meet, balanced once
-// their walks are done) orders the fenced stores before the bump, and again (named_barrier_or)
-// the bump before the reads, publishing thread 0's verdict.
+// stores and loads are whole 512-byte lines; the parts meet at tail_last_part (named barrier 1,
+// the consumers' meet, balanced once their walks are done).
 template <int KR>
 __device__ __forceinline__ bool tail_fixup(float (&dk)[KR], float (&dv)[KR], const AttnBwdArgs& p, int slot, int part, int ctid) {
   constexpr int Q4 = KR / 4;  // float4s of dk (and of dv) a thread
@@ -70,15 +87,7 @@ __device__ __forceinline__ bool tail_fixup(float (&dk)[KR], float (&dv)[KR], con
     mine[i * 256] = make_float4(dk[4 * i], dk[4 * i + 1], dk[4 * i + 2], dk[4 * i + 3]);
     mine[(Q4 + i) * 256] = make_float4(dv[4 * i], dv[4 * i + 1], dv[4 * i + 2], dv[4 * i + 3]);
   }
-  __threadfence();
-  named_barrier_sync(1, 256);
-  bool last = false;
-  if (ctid == 0) {
-    last = atomicAdd(p.tail_sem + slot, 1u) == (u32)(parts - 1);
-    if (last) p.tail_sem[slot] = 0u;  // every part has arrived: ready for the next launch
-  }
-  if (!named_barrier_or(1, 256, last)) return false;
-  __threadfence();
+  if (!tail_last_part(p, slot, ctid)) return false;
   for (int q = 0; q < parts; ++q) {
     if (q == part) continue;
     const float4* other = acc + (i64)(slot * parts + q) * (2 * Q4) * 256 + ctid;
@@ -105,15 +114,7 @@ __device__ __forceinline__ bool tail_fixup_ordered(float (&g)[KR], const AttnBwd
   float4* mine = acc + (i64)(slot * parts + part) * Q4 * 256 + ctid;
 #pragma unroll
   for (int i = 0; i < Q4; ++i) mine[i * 256] = make_float4(g[4 * i], g[4 * i + 1], g[4 * i + 2], g[4 * i + 3]);
-  __threadfence();
-  named_barrier_sync(1, 256);
-  bool last = false;
-  if (ctid == 0) {
-    last = atomicAdd(p.tail_sem + slot, 1u) == (u32)(parts - 1);
-    if (last) p.tail_sem[slot] = 0u;  // every part has arrived: ready for the next launch
-  }
-  if (!named_barrier_or(1, 256, last)) return false;
-  __threadfence();
+  if (!tail_last_part(p, slot, ctid)) return false;
 #pragma unroll
   for (int i = 0; i < KR; ++i) g[i] = 0.0f;  // (0 + part 0's: part 0's; a branch on q == 0 spilled at d256)
 #pragma unroll 1

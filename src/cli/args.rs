@@ -271,6 +271,13 @@ pub struct InspectArgs {
 pub struct PlanArgs {
     #[command(flatten)]
     pub problem: ProblemArgs,
+    /// The attention backward's problem (`--op attn-backward`; dtype and layout: --dtype,
+    /// --layout BSHD|BHSD).
+    #[command(flatten)]
+    pub attn: super::attention::AttnShapeArgs,
+    /// With `--op attn-backward`: the deterministic mode.
+    #[arg(long)]
+    pub deterministic: bool,
     /// The version to plan (default: the one the dispatch selects).
     #[arg(long)]
     pub version: Option<String>,
@@ -281,7 +288,7 @@ pub struct PlanArgs {
 
 #[derive(Debug, Args)]
 pub struct SanitizeArgs {
-    /// Versions to check (default: every kiln version).
+    /// Versions to check (default: every kiln version, and the attention backward versions the dispatch runs for its small problems); an attention backward version runs `attn verify --backward` at each head dim it takes.
     #[arg(long = "version")]
     pub versions: Vec<String>,
     /// Sanitizer tools (default: memcheck, racecheck, synccheck, initcheck).

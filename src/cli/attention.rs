@@ -404,3 +404,64 @@ pub(super) fn versions_text(header: &str, timings: &[Row], base: Option<&str>) -
     }
     format!("{header}\n{}", t.render())
 }
+/// The attention problem of a command that flattens the GEMM's flags (`problem`) beside the
+/// attention shape's (`attn`): `kiln tune attn`, `kiln plan --op attn-backward` (`cmd` in the
+/// errors), with a clear error for what is missing or given for the other op.
+pub(super) fn attention_problem_of(
+    problem: &super::args::ProblemArgs,
+    attn: &AttnShapeArgs,
+    cmd: &str,
+) -> Result<AttentionProblem> {
+    // The GEMM's --scale (its FP8 scales) and attention's (the softmax scale) are flattened
+    // together: for attention it is the softmax scale.
+    let mut shape: AttnShapeArgs = attn.clone();
+    if let (None, Some(s)) = (shape.scale, &problem.scale) {
+        shape.scale = Some(s.parse().map_err(|_| {
+            Error::invalid(format!(
+                "--scale {s}: {cmd} takes the softmax scale, a number"
+            ))
+        })?);
+    }
+    let t = &shape;
+    if problem.shape.is_some() {
+        return Err(Error::invalid(format!(
+            "--shape is a GEMM shape; {cmd} takes --batch, --heads, --seqlen and --dim"
+        )));
+    }
+    let seq = t.seqlen.or(t.seqlen_q.and(t.seqlen_kv));
+    let missing: Vec<&str> = [
+        ("--batch", t.batch.is_none()),
+        ("--heads", t.heads.is_none()),
+        (
+            "--seqlen",
+            seq.is_none() && (t.seqlen_q.is_none() || t.seqlen_kv.is_none()),
+        ),
+        ("--dim", t.dim.is_none()),
+    ]
+    .into_iter()
+    .filter(|(_, m)| *m)
+    .map(|(f, _)| f)
+    .collect();
+    if !missing.is_empty() {
+        return Err(Error::invalid(format!(
+            "{cmd} needs {} (e.g. --batch 4 --heads 16 --seqlen 4096 --dim 128)",
+            missing.join(", ")
+        )));
+    }
+    // --layout is shared with GEMM, whose default (RC) means "not given" here.
+    let layout = match problem.layout.as_str() {
+        "RC" => AttnLayout::Bshd,
+        other => other.parse::<AttnLayout>().map_err(|_| {
+            Error::invalid(format!(
+                "--layout {other}: attention layouts are BSHD and BHSD"
+            ))
+        })?,
+    };
+    // Every dimension was given (checked above); the defaults only fill a length given as
+    // --seqlen-q with --seqlen-kv.
+    t.problem(
+        (1, 1, seq.unwrap_or(1), 128),
+        problem.dtype.parse()?,
+        layout,
+    )
+}

@@ -29,14 +29,18 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
         let named = names.map(|v| env.registry.gemm_version(v).map(|k| k.name().to_string()));
         named.collect()
     };
+    let is_backward = |v: &String| env.registry.attention_backward_version(v).is_ok();
     let is_other = |v: &String| {
-        v.as_str() == kiln::ops::fp8::gemm::NAME || kiln::tools::sanitize_fp4::is_fp4(v)
+        v.as_str() == kiln::ops::fp8::gemm::NAME
+            || kiln::tools::sanitize_fp4::is_fp4(v)
+            || is_backward(v)
     };
     let versions: Vec<String> = if a.configs {
         forced.iter().map(|k| k.name().to_string()).collect()
     } else if a.versions.iter().any(is_other) {
-        // the FP8 GEMM and the 4-bit kernels: their own problems (`kiln verify --dtype
-        // e4m3|e5m2 --scale ...`, `kiln moe verify --weights ...`, `kiln fp4 verify`)
+        // the FP8 GEMM, the 4-bit kernels and the attention backward: their own problems (`kiln
+        // verify --dtype e4m3|e5m2 --scale ...`, `kiln moe verify --weights ...`, `kiln fp4
+        // verify`, `kiln attn verify --backward`)
         gemm_names(&mut a.versions.iter().filter(|v| !is_other(v)))?
     } else if a.versions.is_empty() {
         env.registry
@@ -115,6 +119,23 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
         .collect();
     if !fp4_named.is_empty() || default_run {
         cases.extend(kiln::tools::sanitize_fp4::fp4_cases(&fp4_named, &tools));
+    }
+    // The attention backward's runs: the versions named, each at the head dims it takes, or by
+    // default what the dispatch runs for its small problems.
+    {
+        use kiln::tools::sanitize_attn_bwd as bwd;
+        let model = dev
+            .clone()
+            .unwrap_or_else(kiln::device::DeviceInfo::h100_sxm);
+        let mut named = Vec::new();
+        for v in a.versions.iter().filter(|v| is_backward(v)) {
+            let runs = bwd::runs_of(env.registry.attention_backward_version(v)?, &model);
+            named.push((v.clone(), runs));
+        }
+        if default_run {
+            named = bwd::dispatched(&env.registry, &model);
+        }
+        cases.extend(bwd::backward_cases(&named, &tools));
     }
     if a.list {
         if env.json {
@@ -237,7 +258,9 @@ pub fn sanitize(env: &Env, a: &SanitizeArgs) -> Result<ExitCode> {
                     versions.join(", ")
                 )
             } else {
-                format!("{} versions", versions.len())
+                let named: std::collections::BTreeSet<&str> =
+                    found.iter().map(|f| f.case.version.as_str()).collect();
+                format!("{} versions", named.len())
             },
             if a.jobs > 1 {
                 format!(" ({} at a time)", a.jobs)

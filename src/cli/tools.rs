@@ -85,7 +85,98 @@ pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
     Ok(exit_if(!r.flags.is_empty(), 1))
 }
 
+/// `kiln plan --op attn-backward`: what the backward's dispatch would run and why.
+fn plan_attn_backward(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
+    let attn = super::attention::attention_problem_of(
+        &a.problem,
+        &a.attn,
+        "kiln plan --op attn-backward",
+    )?;
+    let p = kiln::ops::attention_backward::BackwardProblem::new(attn, a.deterministic);
+    let mut dev = device_or_h100();
+    if let Some(sms) = a.sms {
+        dev.sm_count = sms;
+    }
+    let o = &env.config.overrides;
+    let plan = kiln::tools::plan_attn_bwd::plan_backward(
+        &env.registry,
+        &p,
+        &dev,
+        a.version.as_deref(),
+        &o.attention,
+    )?;
+    let active = o.active();
+    if env.json {
+        let mut v = json!(plan);
+        v["overrides"] = active
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        env.print_json(&v);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} on {} ({} SMs)", plan.problem, dev.name, dev.sm_count);
+    if !active.is_empty() {
+        let set: Vec<String> = active.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("overrides: {}", set.join(" "));
+    }
+    println!(
+        "version: {} (rung {}): {}",
+        plan.version, plan.rung, plan.why
+    );
+    println!("  {}", plan.summary);
+    for l in &plan.launch {
+        println!("{l}");
+    }
+    let gb = |b: u64| b as f64 / (1u64 << 30) as f64;
+    println!(
+        "memory: operands {:.2} GiB, workspace {:.2} GiB, of {:.1} GiB{}",
+        gb(plan.operand_bytes),
+        gb(plan.workspace_bytes),
+        gb(plan.device_bytes),
+        if plan.fits {
+            ""
+        } else {
+            ": DOES NOT FIT (the call refuses before allocating)"
+        }
+    );
+    println!("candidates (highest rung first):");
+    for c in &plan.candidates {
+        println!(
+            "  {:<26} rung {:>2}  {}",
+            c.version,
+            c.rung,
+            match (&c.refused, c.by_default) {
+                (Some(r), _) => format!("refuses: {r}"),
+                (None, true) => "takes it by default".into(),
+                (None, false) => "takes it by name".into(),
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
+    if matches!(
+        a.problem.op.as_str(),
+        "attn-backward" | "attention-backward" | "attention_backward"
+    ) {
+        return plan_attn_backward(env, a);
+    }
+    let t = &a.attn;
+    if a.deterministic
+        || t.given()
+        || t.batch.is_some()
+        || t.heads.is_some()
+        || t.dim.is_some()
+        || t.causal
+    {
+        return Err(Error::invalid(
+            "--batch, --heads, --seqlen, --dim, --causal and --deterministic describe the attention \
+             backward: add --op attn-backward",
+        ));
+    }
     if super::fp8_gemm::wanted(&a.problem)? {
         return super::fp8_gemm::plan(env, a);
     }

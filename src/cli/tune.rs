@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kiln::device::{self, DeviceInfo};
 use kiln::error::{Error, Result};
-use kiln::ops::attention::{AttentionProblem, AttnLayout};
+use kiln::ops::attention::AttentionProblem;
 use kiln::store::Store;
 use kiln::tune::landscape::Landscape;
 use kiln::tune::record::{self, TuningRun};
@@ -19,7 +19,6 @@ use kiln::tune::{cache, run, Outcome, Status};
 use serde_json::json;
 
 use super::args::{TuneArgs, TuneWorkerArgs};
-use super::attention::AttnShapeArgs;
 use super::env::{device_or_h100, Env};
 use super::gemm::problem_from;
 use super::progress::bar;
@@ -97,58 +96,7 @@ fn target_op(a: &TuneArgs) -> Result<&'static str> {
 /// The attention problem of `kiln tune attn`, with a clear error for what is missing or given
 /// for the other op.
 fn attention_problem(a: &TuneArgs) -> Result<AttentionProblem> {
-    // `kiln tune` has one --scale, the GEMM's (its FP8 scales) and attention's (the softmax
-    // scale) flattened together: for `tune attn` it is the softmax scale.
-    let mut shape: AttnShapeArgs = a.attn.clone();
-    if let (None, Some(s)) = (shape.scale, &a.problem.scale) {
-        shape.scale = Some(s.parse().map_err(|_| {
-            Error::invalid(format!(
-                "--scale {s}: kiln tune attn takes the softmax scale, a number"
-            ))
-        })?);
-    }
-    let t = &shape;
-    if a.problem.shape.is_some() {
-        return Err(Error::invalid(
-            "--shape is a GEMM shape; kiln tune attn takes --batch, --heads, --seqlen and --dim",
-        ));
-    }
-    let seq = t.seqlen.or(t.seqlen_q.and(t.seqlen_kv));
-    let missing: Vec<&str> = [
-        ("--batch", t.batch.is_none()),
-        ("--heads", t.heads.is_none()),
-        (
-            "--seqlen",
-            seq.is_none() && (t.seqlen_q.is_none() || t.seqlen_kv.is_none()),
-        ),
-        ("--dim", t.dim.is_none()),
-    ]
-    .into_iter()
-    .filter(|(_, m)| *m)
-    .map(|(f, _)| f)
-    .collect();
-    if !missing.is_empty() {
-        return Err(Error::invalid(format!(
-            "kiln tune attn needs {} (e.g. --batch 4 --heads 16 --seqlen 4096 --dim 128)",
-            missing.join(", ")
-        )));
-    }
-    // --layout is shared with GEMM, whose default (RC) means "not given" here.
-    let layout = match a.problem.layout.as_str() {
-        "RC" => AttnLayout::Bshd,
-        other => other.parse::<AttnLayout>().map_err(|_| {
-            Error::invalid(format!(
-                "--layout {other}: attention layouts are BSHD and BHSD"
-            ))
-        })?,
-    };
-    // Every dimension was given (checked above); the defaults only fill a length given as
-    // --seqlen-q with --seqlen-kv.
-    t.problem(
-        (1, 1, seq.unwrap_or(1), 128),
-        a.problem.dtype.parse()?,
-        layout,
-    )
+    super::attention::attention_problem_of(&a.problem, &a.attn, "kiln tune attn")
 }
 
 /// The problem and version a fresh `kiln tune` names.
@@ -412,6 +360,7 @@ pub fn worker(env: &Env, a: &TuneWorkerArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kiln::ops::attention::AttnLayout;
 
     fn tune_args(argv: &[&str]) -> TuneArgs {
         use clap::Parser;

@@ -168,7 +168,7 @@ impl BwdFa3D256Ordered {
         // the split where the version asks for it and the problem has a last partial wave (the
         // traced kernel stamps whole blocks only)
         let split = if self.0.tail() && !trace {
-            split_for(ctx, p)
+            split_for(ctx.overrides.attention.bwd_tail, p, ctx.info.sm_count)
         } else {
             None
         };
@@ -193,18 +193,23 @@ impl BwdFa3D256Ordered {
 /// The u32 words of one trace record (`bwd_fa3_d256.cu`'s `TRACE_WORDS`).
 pub const TRACE_WORDS: usize = 16;
 
-/// The split of `p`'s grid for `bwd_fa3_d256_w2_cols2t`: `KILN_BWD_TAIL`'s parts (unset: the
-/// model's) where `p` is non-causal and deterministic and its grid has a last partial wave.
-fn split_for(ctx: &Context, p: &BackwardProblem) -> Option<TailPlan> {
-    if !tail::applies_ordered(p) {
-        return None;
-    }
+/// The key blocks of `p`'s grid and each one's query-block steps.
+fn units_steps(p: &BackwardProblem) -> (u32, u32) {
     let a = &p.attn;
     let units =
         (a.seqlen_kv as u32).div_ceil(bwd_fa3_d256::BN) * a.heads_kv as u32 * a.batch as u32;
-    let steps = a.group() as u32 * (a.seqlen_q as u32).div_ceil(64);
-    let knob = tail_knob(ctx.overrides.attention.bwd_tail, true);
-    tail::plan_ordered(knob, units, ctx.info.sm_count, steps)
+    (units, a.group() as u32 * (a.seqlen_q as u32).div_ceil(64))
+}
+
+/// The split of `p`'s grid on `sms` SMs for `bwd_fa3_d256_w2_cols2t`: `KILN_BWD_TAIL`'s parts
+/// (`knob`; unset: the model's) where `p` is non-causal and deterministic and its grid has a
+/// last partial wave.
+fn split_for(knob: Option<u32>, p: &BackwardProblem, sms: u32) -> Option<TailPlan> {
+    if !tail::applies_ordered(p) {
+        return None;
+    }
+    let (units, steps) = units_steps(p);
+    tail::plan_ordered(tail_knob(knob, true), units, sms, steps)
 }
 
 /// The two-writer kernel of `form` for `dtype`: the staged version's with the define
@@ -276,6 +281,38 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
     }
     fn by_default(&self) -> bool {
         false
+    }
+    fn launch_plan(
+        &self,
+        p: &BackwardProblem,
+        dev: &DeviceInfo,
+        o: &crate::overrides::AttentionOverrides,
+    ) -> Vec<String> {
+        if !p.deterministic && self.0 != D256Det::Rotated {
+            return vec!["not deterministic: runs bwd_fa3_d256_tma's launch".into()];
+        }
+        let (units, steps) = units_steps(p);
+        let mut v = vec![tail::grid_line(units, bwd_fa3_d256::BN, dev.sm_count)];
+        v.push(if p.attn.causal {
+            "order: key blocks launched in reverse, each query tile added to from the last key block that sees it down (a block waits only for blocks launched before it)".into()
+        } else {
+            "order: the blocks of a head in one wave walk rotated, reaching each query tile one after another, and add in that order after the earlier waves'".into()
+        });
+        v.push(format!(
+            "adds: two writer warps, each dQ tile's order in {} (a counter each)",
+            if self.0.parts() > 1 {
+                "two column parts"
+            } else {
+                "one"
+            }
+        ));
+        if self.0.tail() {
+            v.push(match split_for(o.bwd_tail, p, dev.sm_count) {
+                Some(t) => tail::split_line(&t, steps, true),
+                None => "no split: causal, no partial last wave, or fewer than 2 parts fit on the SMs beside it (KILN_BWD_TAIL 0 turns it off)".into(),
+            });
+        }
+        v
     }
     /// The deterministic mode's default at d256: `bwd_fa3_d256_w2_cols2t` for non-causal problems
     /// (`_cols2`, H200, 2026-12-01, ledger D110, D113: verified over three waves, causal, GQA BHSD

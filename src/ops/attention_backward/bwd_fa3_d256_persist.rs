@@ -86,6 +86,23 @@ impl AttentionBackwardKernel for BwdFa3D256Persist {
     fn by_default(&self) -> bool {
         true
     }
+    fn launch_plan(
+        &self,
+        p: &BackwardProblem,
+        dev: &DeviceInfo,
+        _o: &crate::overrides::AttentionOverrides,
+    ) -> Vec<String> {
+        let a = &p.attn;
+        let tiles =
+            (a.seqlen_kv as u32).div_ceil(bwd_fa3_d256::BN) * a.heads_kv as u32 * a.batch as u32;
+        let ctas = tiles.min(dev.sm_count);
+        vec![format!(
+            "grid: {ctas} persistent CTAs (one a SM) taking {tiles} key blocks of {} keys from a counter{}, {:.2} each",
+            bwd_fa3_d256::BN,
+            if a.causal { ", longest walk first" } else { "" },
+            tiles as f64 / ctas.max(1) as f64
+        )]
+    }
 }
 
 #[cfg(test)]

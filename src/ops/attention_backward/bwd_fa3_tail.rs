@@ -14,7 +14,10 @@
 //! order longest first at d64 from 4,096 rows only) for A/B in one process. d64 below 4,096 rows
 //! (the 64-row tile) is not measured: there it runs when asked for by name.
 
-use super::bwd_fa3_wgmma::{launch_tile, supports_tile, WgmmaBwdTile};
+use super::bwd_fa3_wgmma::{
+    launch_tile, supports_tile, tail_knob, tail_plan_for, WgmmaBwdTile, BN,
+};
+use super::tail;
 use super::{bwd_fa3_lookahead, bwd_fa3_m128_fma};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
@@ -59,6 +62,30 @@ impl AttentionBackwardKernel for BwdFa3Tail {
     }
     fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
         launch_tile(self.name(), ctx, p, ops, tile(p))
+    }
+    fn launch_plan(
+        &self,
+        p: &BackwardProblem,
+        dev: &DeviceInfo,
+        o: &crate::overrides::AttentionOverrides,
+    ) -> Vec<String> {
+        let (a, t) = (&p.attn, tile(p));
+        let units = (a.seqlen_kv as u32).div_ceil(BN) * a.heads_kv as u32 * a.batch as u32;
+        let steps = a.group() as u32 * (a.seqlen_q as u32).div_ceil(t.bm);
+        let knob = tail_knob(o.bwd_tail, t.tail);
+        let mut v = vec![
+            tail::grid_line(units, BN, dev.sm_count),
+            format!(
+                "tile: {} query rows a step, {steps} steps a key block",
+                t.bm
+            ),
+        ];
+        v.push(match tail_plan_for(knob, p, &t, dev.sm_count) {
+            Some(s) => tail::split_line(&s, steps, false),
+            None if a.causal => "no split (causal): the blocks longest walk first".into(),
+            None => "no split: no partial last wave, the model's split no faster, deterministic, or KILN_BWD_TAIL 0".into(),
+        });
+        v
     }
     /// The default where it won (d64 from 4,096 rows, d128; ledger B20-B22), not deterministic
     /// (the ordered dQ counts whole key blocks) and without a window (its walks differ in

@@ -104,6 +104,17 @@ pub trait AttentionBackwardKernel: Send + Sync {
         true
     }
     /// The same for `p`: `by_default()`, unless the version measured faster at some shapes only.
+    /// How its launch would put `p` on `dev`'s SMs under the knobs `o` (`kiln plan --op
+    /// attn-backward`): the grid, its split or order, a line each; empty where the version says
+    /// nothing beyond its grid of key blocks.
+    fn launch_plan(
+        &self,
+        _p: &BackwardProblem,
+        _dev: &DeviceInfo,
+        _o: &crate::overrides::AttentionOverrides,
+    ) -> Vec<String> {
+        Vec::new()
+    }
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
         let _ = p;
         self.by_default()

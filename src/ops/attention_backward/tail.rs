@@ -115,6 +115,36 @@ pub fn applies_ordered(p: &BackwardProblem) -> bool {
     !a.causal && p.deterministic && a.window == crate::ops::attention::Window::UNBOUNDED
 }
 
+/// The grid's line of a launch plan: `units` key blocks of `bn` keys, one CTA each, on `sms`
+/// SMs, in whole waves and a last partial one.
+pub fn grid_line(units: u32, bn: u32, sms: u32) -> String {
+    let (w, r) = (units / sms.max(1), units % sms.max(1));
+    let last = if r == 0 {
+        String::new()
+    } else {
+        format!(
+            " and a last wave of {r} ({:.1} % of the SMs busy)",
+            100.0 * r as f64 / sms as f64
+        )
+    };
+    format!(
+        "grid: {units} key blocks of {bn} keys, one CTA each, on {sms} SMs: {w} whole waves{last}"
+    )
+}
+
+/// A split's line of a launch plan.
+pub fn split_line(t: &TailPlan, steps: u32, ordered: bool) -> String {
+    format!(
+        "last partial wave split: {} key blocks in {} parts each ({}-{} of {steps} query-block steps a part), {} blocks in all; dK and dV summed over the parts by the last to finish{}",
+        t.split,
+        t.parts,
+        steps / t.parts,
+        steps.div_ceil(t.parts),
+        t.blocks(),
+        if ordered { ", in part order" } else { "" }
+    )
+}
+
 /// Whether `p` may run split: non-causal (the causal walks differ in length: `KILN_BWD_LPT`),
 /// not deterministic (its dQ order counts whole key blocks), no window (its walks differ too).
 pub fn applies(p: &BackwardProblem) -> bool {

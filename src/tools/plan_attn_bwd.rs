@@ -1,0 +1,210 @@
+//! What the attention backward's dispatch would run for one problem and why (`kiln plan --op
+//! attn-backward`, no GPU needed): every version's verdict, the one picked and the rule that
+//! picked it, its launch as the version describes it, and the memory the call needs.
+
+use serde::Serialize;
+
+use crate::device::DeviceInfo;
+use crate::error::Result;
+use crate::ops::attention_backward::BackwardProblem;
+use crate::ops::registry::Registry;
+use crate::overrides::AttentionOverrides;
+
+/// One registered version's verdict on the problem.
+#[derive(Debug, Clone, Serialize)]
+pub struct Candidate {
+    pub version: String,
+    pub rung: u32,
+    /// Whether the dispatch would take it for this problem (its default rule).
+    pub by_default: bool,
+    /// Why it refuses the problem on this device, if it does.
+    pub refused: Option<String>,
+}
+
+/// The plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct BackwardPlan {
+    pub problem: String,
+    pub version: String,
+    pub rung: u32,
+    pub summary: String,
+    pub why: String,
+    /// The launch, a line each (`AttentionBackwardKernel::launch_plan`).
+    pub launch: Vec<String>,
+    /// Every version, highest rung first.
+    pub candidates: Vec<Candidate>,
+    /// Q, K, V, O, dO, LSE and the three gradients.
+    pub operand_bytes: u64,
+    /// D, the fp32 dQ accumulator and the deterministic counters.
+    pub workspace_bytes: u64,
+    /// The device's memory, and whether operands and workspace fit in it.
+    pub device_bytes: u64,
+    pub fits: bool,
+}
+
+/// The plan of `p` on `dev` under the knobs `o`: `requested` (`--version`) if given, else the
+/// dispatch's choice (`Registry::select_attention_backward`), refusing as the dispatch would.
+pub fn plan_backward(
+    reg: &Registry,
+    p: &BackwardProblem,
+    dev: &DeviceInfo,
+    requested: Option<&str>,
+    o: &AttentionOverrides,
+) -> Result<BackwardPlan> {
+    let k = reg.select_attention_backward(p, dev, requested)?;
+    let mut candidates: Vec<Candidate> = reg
+        .attention_backward()
+        .iter()
+        .rev()
+        .map(|c| Candidate {
+            version: c.name().to_string(),
+            rung: c.rung(),
+            by_default: c.by_default_for(p),
+            refused: c.supports(p, dev).err(),
+        })
+        .collect();
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.rung));
+    let why = if requested.is_some() {
+        "asked for by name (--version)".to_string()
+    } else {
+        "the highest rung among the versions whose default rule takes the problem and that \
+         support it"
+            .to_string()
+    };
+    let a = &p.attn;
+    let e = a.dtype.size() as u64;
+    let (q, kv, lse) = (
+        a.q_elems() as u64,
+        a.kv_elems() as u64,
+        a.lse_elems() as u64,
+    );
+    let operand_bytes = 4 * q * e + 4 * kv * e + 4 * lse;
+    let sems = if p.deterministic {
+        // (two counters a query block at most: the d256 column parts)
+        2 * (a.batch * a.heads_q * a.seqlen_q.div_ceil(64)) as u64 * 4
+    } else {
+        0
+    };
+    let workspace_bytes = 4 * lse + 4 * q + sems;
+    Ok(BackwardPlan {
+        problem: p.label(),
+        version: k.name().to_string(),
+        rung: k.rung(),
+        summary: k.summary().to_string(),
+        why,
+        launch: k.launch_plan(p, dev, o),
+        candidates,
+        operand_bytes,
+        workspace_bytes,
+        device_bytes: dev.total_mem_bytes,
+        fits: operand_bytes + workspace_bytes <= dev.total_mem_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::attention::AttentionProblem;
+
+    fn problem(d: usize, s: usize, causal: bool, det: bool) -> BackwardProblem {
+        let mut a = AttentionProblem::new(1, 16, s, d);
+        a.causal = causal;
+        BackwardProblem::new(a, det)
+    }
+
+    #[test]
+    fn the_plan_names_the_dispatchs_choice_and_its_launch() {
+        let reg = Registry::default();
+        let mut h200 = DeviceInfo::h100_sxm();
+        h200.total_mem_bytes = 141 << 30;
+        let o = AttentionOverrides::default();
+        // the d256 deterministic default splits B1 H16 S16384's 4 blocks of a 32nd wave in 16
+        let p = plan_backward(&reg, &problem(256, 16384, false, true), &h200, None, &o).unwrap();
+        assert_eq!(p.version, "bwd_fa3_d256_w2_cols2t");
+        assert!(
+            p.launch[0].contains("4096 key blocks of 64 keys"),
+            "{:?}",
+            p.launch
+        );
+        assert!(
+            p.launch[0].contains("31 whole waves and a last wave of 4"),
+            "{:?}",
+            p.launch
+        );
+        assert!(
+            p.launch
+                .iter()
+                .any(|l| l.contains("4 key blocks in 16 parts each")),
+            "{:?}",
+            p.launch
+        );
+        assert!(p.fits);
+        // every version has a verdict; the one picked takes the problem by default
+        let me = p
+            .candidates
+            .iter()
+            .find(|c| c.version == p.version)
+            .unwrap();
+        assert!(me.by_default && me.refused.is_none());
+        assert!(p
+            .candidates
+            .iter()
+            .any(|c| c.version == "bwd_fa3_d256_persist" && c.refused.is_some()));
+        // the knob turns the split off
+        let off = AttentionOverrides {
+            bwd_tail: Some(0),
+            ..AttentionOverrides::default()
+        };
+        let q = plan_backward(&reg, &problem(256, 16384, false, true), &h200, None, &off).unwrap();
+        assert!(
+            q.launch.iter().any(|l| l.starts_with("no split")),
+            "{:?}",
+            q.launch
+        );
+        // the non-deterministic default at d256 is persistent; d128 splits its 16th wave in 3
+        let r = plan_backward(&reg, &problem(256, 16384, false, false), &h200, None, &o).unwrap();
+        assert_eq!(r.version, "bwd_fa3_d256_persist");
+        assert!(
+            r.launch[0].contains("132 persistent CTAs"),
+            "{:?}",
+            r.launch
+        );
+        let mut d128 = problem(128, 8192, false, false);
+        d128.attn.batch = 2;
+        let t = plan_backward(&reg, &d128, &h200, None, &o).unwrap();
+        assert_eq!(t.version, "bwd_fa3_tail");
+        assert!(
+            t.launch
+                .iter()
+                .any(|l| l.contains("68 key blocks in 3 parts each")),
+            "{:?}",
+            t.launch
+        );
+        // asked for by name, or refused as the dispatch refuses
+        let n = plan_backward(
+            &reg,
+            &problem(256, 4096, false, true),
+            &h200,
+            Some("bwd_fa3_d256_w2_cols2"),
+            &o,
+        )
+        .unwrap();
+        assert!(n.why.contains("by name"));
+        assert!(plan_backward(
+            &reg,
+            &problem(128, 4096, false, true),
+            &h200,
+            Some("bwd_fa3_d256_w2_cols2t"),
+            &o
+        )
+        .is_err());
+        // too big for the device: said, not refused
+        let mut small = h200.clone();
+        small.total_mem_bytes = 1 << 30;
+        assert!(
+            !plan_backward(&reg, &problem(256, 16384, false, true), &small, None, &o)
+                .unwrap()
+                .fits
+        );
+    }
+}

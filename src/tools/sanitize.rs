@@ -307,21 +307,31 @@ pub fn skip_reason(text: &str) -> Option<String> {
     Some(rest[..rest.find('"')?].to_string())
 }
 
-/// The first reported problem: a `=========` line that is neither the banner nor the summary.
+/// The first reported problem: a `=========` line that is neither the banner nor the summary,
+/// with the place the next line gives (`at kernel+0x...`), so that a run of several kernels (an
+/// attention verify runs the forward before the backward) says which one.
 pub fn first_error(text: &str) -> Option<String> {
-    text.lines()
+    let lines: Vec<&str> = text
+        .lines()
         .filter_map(|l| l.trim().strip_prefix("========="))
         .map(str::trim)
-        .find(|l| {
-            !l.is_empty()
-                && !l.starts_with("COMPUTE-SANITIZER")
-                && !l.starts_with("ERROR SUMMARY")
-                && !l.starts_with("RACECHECK SUMMARY")
-                && !l.starts_with("Program hit")
-                && !l.starts_with("Saved host backtrace")
-                && !l.starts_with("Host Frame")
-        })
-        .map(str::to_string)
+        .collect();
+    let i = lines.iter().position(|l| {
+        !l.is_empty()
+            && !l.starts_with("COMPUTE-SANITIZER")
+            && !l.starts_with("ERROR SUMMARY")
+            && !l.starts_with("RACECHECK SUMMARY")
+            && !l.starts_with("Program hit")
+            && !l.starts_with("Saved host backtrace")
+            && !l.starts_with("Host Frame")
+    })?;
+    let at = lines
+        .get(i + 1)
+        .filter(|l| l.starts_with("at ") && !lines[i].contains(" at "));
+    Some(match at {
+        Some(at) => format!("{} ({at})", lines[i]),
+        None => lines[i].to_string(),
+    })
 }
 
 /// Runs one case under `sanitizer`, killing it after `limit`.
@@ -576,7 +586,7 @@ mod tests {
         assert_eq!(error_summary(MEMCHECK), Some(3));
         assert_eq!(
             first_error(MEMCHECK).as_deref(),
-            Some("Invalid __global__ write of size 2 bytes")
+            Some("Invalid __global__ write of size 2 bytes (at gemm_simt_tiled+0x1a40)")
         );
         let clean = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n";
         assert_eq!(error_summary(clean), Some(0));

@@ -368,12 +368,14 @@ __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk
     }
     // dV (C 0) or dK (C 1) has completed: Q and dO are read by this warpgroup, and Pᵀ's or dSᵀ's
     // registers are free before dQ's. Consumer 1 meets consumer 0 first (its dSᵀ is stored).
-    if (C == 1) named_barrier_sync(BAR_DS, 256);
+    // (the consumers meet here from two instructions, one a template instance: the non-aligned
+    // barrier, named_barrier_sync_any)
+    if (C == 1) named_barrier_sync_any(BAR_DS, 256);
     wgmma_wait<0>();
     int it_late = gi;  // (bwd_block's opaque copy: the stage recomputed, not kept live)
     asm volatile("" : "+r"(it_late));
     if (!staged && th.lane == 0) d256_release(sm, sm.qring.slot(it_late), 1);
-    if (C == 0) named_barrier_sync(BAR_DS, 256);
+    if (C == 0) named_barrier_sync_any(BAR_DS, 256);
     u32* sem = p.dq_sem == nullptr ? nullptr : p.dq_sem + ((i64)k.b * p.heads_q + h) * p.m_blocks + mb;
     // consumer 0's tile in the stage's dO half, consumer 1's in its Q half
     d256_dq(p, k, sm, th, gi, h, m0, sem, staged, tdq, sm.ring + sm.qring.slot(it_late) * STAGE_BYTES + (C == 0 ? Q_BYTES : 0));

@@ -85,6 +85,28 @@ pub fn inspect(env: &Env, a: &InspectArgs) -> Result<ExitCode> {
     Ok(exit_if(!r.flags.is_empty(), 1))
 }
 
+/// A plan as JSON with the experiment knobs set for the run (the plan honours them).
+fn print_plan_json<K: std::fmt::Display, V: serde::Serialize>(
+    env: &Env,
+    mut v: serde_json::Value,
+    active: &[(K, V)],
+) {
+    v["overrides"] = active
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    env.print_json(&v);
+}
+
+/// The experiment knobs set for the run, a line (none: nothing).
+fn print_overrides<K: std::fmt::Display, V: std::fmt::Display>(active: &[(K, V)]) {
+    if !active.is_empty() {
+        let set: Vec<String> = active.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("overrides: {}", set.join(" "));
+    }
+}
+
 /// `kiln plan --op attn-backward`: what the backward's dispatch would run and why.
 fn plan_attn_backward(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
     let attn = super::attention::attention_problem_of(
@@ -107,20 +129,11 @@ fn plan_attn_backward(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
     )?;
     let active = o.active();
     if env.json {
-        let mut v = json!(plan);
-        v["overrides"] = active
-            .iter()
-            .map(|(k, v)| (k.to_string(), json!(v)))
-            .collect::<serde_json::Map<_, _>>()
-            .into();
-        env.print_json(&v);
+        print_plan_json(env, json!(plan), &active);
         return Ok(ExitCode::SUCCESS);
     }
     println!("{} on {} ({} SMs)", plan.problem, dev.name, dev.sm_count);
-    if !active.is_empty() {
-        let set: Vec<String> = active.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        println!("overrides: {}", set.join(" "));
-    }
+    print_overrides(&active);
     println!(
         "version: {} (rung {}): {}",
         plan.version, plan.rung, plan.why
@@ -202,23 +215,14 @@ pub fn plan(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
     // The experiment knobs set for this run (the plan above honours them).
     let active = env.config.overrides.active();
     if env.json {
-        let mut v = json!(plan);
-        v["overrides"] = active
-            .iter()
-            .map(|(k, v)| (k.to_string(), json!(v)))
-            .collect::<serde_json::Map<_, _>>()
-            .into();
-        env.print_json(&v);
+        print_plan_json(env, json!(plan), &active);
         return Ok(ExitCode::SUCCESS);
     }
     println!(
         "{}x{}x{} {} {} -> {} on {} ({} SMs)",
         p.m, p.n, p.k, p.layout, p.input, p.output, dev.name, dev.sm_count
     );
-    if !active.is_empty() {
-        let set: Vec<String> = active.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        println!("overrides: {}", set.join(" "));
-    }
+    print_overrides(&active);
     println!(
         "version: {} (rung {}): {}",
         plan.version, plan.rung, plan.why

@@ -72,20 +72,14 @@ pub fn plan_backward(
             .to_string()
     };
     let a = &p.attn;
-    let e = a.dtype.size() as u64;
-    let (q, kv, lse) = (
-        a.q_elems() as u64,
-        a.kv_elems() as u64,
-        a.lse_elems() as u64,
-    );
-    let operand_bytes = 4 * q * e + 4 * kv * e + 4 * lse;
+    let operand_bytes = p.operand_bytes();
     let sems = if p.deterministic {
         // (two counters a query block at most: the d256 column parts)
         2 * (a.batch * a.heads_q * a.seqlen_q.div_ceil(64)) as u64 * 4
     } else {
         0
     };
-    let workspace_bytes = 4 * lse + 4 * q + sems;
+    let workspace_bytes = p.device_bytes() - operand_bytes + sems;
     Ok(BackwardPlan {
         problem: p.label(),
         version: k.name().to_string(),

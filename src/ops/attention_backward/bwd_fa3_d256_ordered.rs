@@ -147,7 +147,7 @@ impl BwdFa3D256Ordered {
         }
         let a = &p.attn;
         // (the traced kernel runs the grid whole: launch_with)
-        let blocks = a.seqlen_kv.div_ceil(bwd_fa3_d256::BN as usize) * a.heads_kv * a.batch;
+        let blocks = p.key_blocks(bwd_fa3_d256::BN) as usize;
         let words = blocks * 2 * a.group() * a.seqlen_q.div_ceil(64) * TRACE_WORDS;
         let buf = DeviceBuffer::new(words * 4)?;
         buf.fill_bytes(0, ctx)?;
@@ -196,9 +196,10 @@ pub const TRACE_WORDS: usize = 16;
 /// The key blocks of `p`'s grid and each one's query-block steps.
 fn units_steps(p: &BackwardProblem) -> (u32, u32) {
     let a = &p.attn;
-    let units =
-        (a.seqlen_kv as u32).div_ceil(bwd_fa3_d256::BN) * a.heads_kv as u32 * a.batch as u32;
-    (units, a.group() as u32 * (a.seqlen_q as u32).div_ceil(64))
+    (
+        p.key_blocks(bwd_fa3_d256::BN),
+        a.group() as u32 * (a.seqlen_q as u32).div_ceil(64),
+    )
 }
 
 /// The split of `p`'s grid on `sms` SMs for `bwd_fa3_d256_w2_cols2t`: `KILN_BWD_TAIL`'s parts

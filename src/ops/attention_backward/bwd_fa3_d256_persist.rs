@@ -93,8 +93,7 @@ impl AttentionBackwardKernel for BwdFa3D256Persist {
         _o: &crate::overrides::AttentionOverrides,
     ) -> Vec<String> {
         let a = &p.attn;
-        let tiles =
-            (a.seqlen_kv as u32).div_ceil(bwd_fa3_d256::BN) * a.heads_kv as u32 * a.batch as u32;
+        let tiles = p.key_blocks(bwd_fa3_d256::BN);
         let ctas = tiles.min(dev.sm_count);
         vec![format!(
             "grid: {ctas} persistent CTAs (one a SM) taking {tiles} key blocks of {} keys from a counter{}, {:.2} each",

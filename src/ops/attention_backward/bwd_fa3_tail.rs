@@ -70,7 +70,7 @@ impl AttentionBackwardKernel for BwdFa3Tail {
         o: &crate::overrides::AttentionOverrides,
     ) -> Vec<String> {
         let (a, t) = (&p.attn, tile(p));
-        let units = (a.seqlen_kv as u32).div_ceil(BN) * a.heads_kv as u32 * a.batch as u32;
+        let units = p.key_blocks(BN);
         let steps = a.group() as u32 * (a.seqlen_q as u32).div_ceil(t.bm);
         let knob = tail_knob(o.bwd_tail, t.tail);
         let mut v = vec![

@@ -497,7 +497,7 @@ pub fn tail_plan_for(
         return None;
     }
     let a = &p.attn;
-    let units = (a.seqlen_kv as u32).div_ceil(BN) * a.heads_kv as u32 * a.batch as u32;
+    let units = p.key_blocks(BN);
     let steps = a.group() as u32 * (a.seqlen_q as u32).div_ceil(t.bm);
     tail::plan(knob, units, sms, steps)
 }
@@ -607,7 +607,7 @@ pub fn launch_main(
         (args.tail_parts, args.tail_full) = (t.parts as i32, t.full as i32);
     }
     // `bwd_fa3_d256_persist`: the tiles' counter and the CTAs done, zero between launches
-    let tiles = (a.seqlen_kv as u32).div_ceil(bn) * a.heads_kv as u32 * a.batch as u32;
+    let tiles = p.key_blocks(bn);
     if sched.persist {
         args.tail_sem = ctx.scratch.attn_bwd_work.at_least(ctx, 8)?;
     }

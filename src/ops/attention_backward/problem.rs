@@ -42,17 +42,25 @@ impl BackwardProblem {
         format!("{}{det}", self.attn.label())
     }
 
-    /// Device bytes of the operands (Q, K, V, O, dO, LSE, dQ, dK, dV) and the workspaces (D and
-    /// the fp32 dQ accumulator): what one run occupies.
-    pub fn device_bytes(&self) -> u64 {
+    /// Device bytes of the operands (Q, K, V, O, dO, LSE, dQ, dK, dV).
+    pub fn operand_bytes(&self) -> u64 {
         let a = &self.attn;
         let e = a.dtype.size() as u64;
-        let (q, kv, lse) = (
-            a.q_elems() as u64,
-            a.kv_elems() as u64,
-            a.lse_elems() as u64,
-        );
-        (4 * q + 4 * kv) * e + 4 * (2 * lse + q)
+        (4 * a.q_elems() as u64 + 4 * a.kv_elems() as u64) * e + 4 * a.lse_elems() as u64
+    }
+
+    /// Device bytes of the operands and the workspaces (D and the fp32 dQ accumulator): what one
+    /// run occupies.
+    pub fn device_bytes(&self) -> u64 {
+        let a = &self.attn;
+        self.operand_bytes() + 4 * (a.lse_elems() as u64 + a.q_elems() as u64)
+    }
+
+    /// The key blocks of `bn` keys of every key/value head and batch: a grid's blocks, one a
+    /// key block.
+    pub fn key_blocks(&self, bn: u32) -> u32 {
+        let a = &self.attn;
+        (a.seqlen_kv as u32).div_ceil(bn) * a.heads_kv as u32 * a.batch as u32
     }
 }
 

@@ -161,7 +161,7 @@ pub(super) fn launch(
     };
     let ops = BackwardOperands::from_array(&b);
     check_buffers(p, &ops)?;
-    reg.select_attention_backward(p, &ctx.info, version)?
+    reg.select_attention_backward_tuned(p, &ctx.info, &ctx.tuned, version)?
         .launch(ctx, p, &ops)
 }
 

@@ -7,7 +7,7 @@ use clap::Args;
 use kiln::device::Context;
 use kiln::error::{Error, Result};
 use kiln::harness::attention::{
-    backward_bench::BackwardBuffers,
+    backward_bench::{time_backward, BackwardBuffers},
     backward_shapes::backward_suite,
     backward_varlen::{
         blank as varlen_blank, random_inputs, varlen_backward_flops, varlen_backward_label,
@@ -17,8 +17,7 @@ use kiln::harness::attention::{
     varlen::dense_equivalent,
 };
 use kiln::harness::bench::{
-    kernel_row, sample_interleaved, sample_launches, Bench, BenchOptions, L2Flusher, Row,
-    Summary as TimeSummary,
+    kernel_row, sample_interleaved, Bench, BenchOptions, L2Flusher, Row, Summary as TimeSummary,
 };
 use kiln::harness::outcome::Outcome;
 use kiln::harness::shapes::Suite;
@@ -164,7 +163,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
         |n| r.select_attention_backward(&p, &ctx.info, Some(n)),
     )?;
     if ks.is_empty() {
-        r.select_attention_backward(&p, &ctx.info, None)?;
+        r.select_attention_backward_tuned(&p, &ctx.info, &ctx.tuned, None)?;
     }
     let opt = a.options(env);
     let flusher_bytes = kiln::harness::memory::flusher_bytes(&ctx.info);
@@ -213,7 +212,7 @@ pub fn bench(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     };
     if let Some(prefix) = &a.backward.det_trace {
         let ks = if ks.is_empty() {
-            vec![r.select_attention_backward(&p, &ctx.info, None)?]
+            vec![r.select_attention_backward_tuned(&p, &ctx.info, &ctx.tuned, None)?]
         } else {
             ks
         };
@@ -273,9 +272,11 @@ fn bench_vs_nondeterministic(
     let free = BackwardProblem::new(p.attn, false);
     let kfree = env
         .registry
-        .select_attention_backward(&free, &ctx.info, None)?;
+        .select_attention_backward_tuned(&free, &ctx.info, &ctx.tuned, None)?;
     let ks: Vec<&dyn AttentionBackwardKernel> = if ks.is_empty() {
-        vec![env.registry.select_attention_backward(p, &ctx.info, None)?]
+        vec![env
+            .registry
+            .select_attention_backward_tuned(p, &ctx.info, &ctx.tuned, None)?]
     } else {
         ks.to_vec()
     };
@@ -375,20 +376,6 @@ fn verify_varlen(env: &Env, a: &AttnVerifyArgs) -> Result<ExitCode> {
     })
 }
 
-/// Every timed launch of `k` on `p`'s buffers (the version table's row and the packed bench's
-/// dense reference).
-fn time_backward(
-    ctx: &Context,
-    k: &dyn AttentionBackwardKernel,
-    p: &BackwardProblem,
-    bufs: &BackwardBuffers,
-    flusher: &L2Flusher,
-    opt: &BenchOptions,
-) -> Result<Row> {
-    let times = sample_launches(ctx, flusher, opt, || k.launch(ctx, p, &bufs.operands()))?;
-    Ok(kernel_row(k.name(), p, p.flops(), times))
-}
-
 /// `--backward --varlen-count N` (or `--varlen`): the packed backward timed beside one dense
 /// backward of the same work (the default version on one sequence of the same pairs), one
 /// launch of each a round.
@@ -413,7 +400,7 @@ fn bench_varlen(env: &Env, a: &AttnBenchArgs) -> Result<ExitCode> {
     let bufs = VarlenBackwardBuffers::new(&ctx, &p, [q, k, v, d_o])?;
     let (ops, shape) = (bufs.operands(0), p.shape());
     let r = &env.registry;
-    let kernel = r.select_attention_backward(&dense, &ctx.info, None)?;
+    let kernel = r.select_attention_backward_tuned(&dense, &ctx.info, &ctx.tuned, None)?;
     let forward = r.select_attention(&dense.attn, &ctx.info, None)?;
     let dbufs = BackwardBuffers::new(&ctx, forward, &dense, seed)?;
     let dops = dbufs.operands();

@@ -126,6 +126,7 @@ fn plan_attn_backward(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
         &dev,
         a.version.as_deref(),
         &o.attention,
+        &env.tuned(),
     )?;
     let active = o.active();
     if env.json {
@@ -139,6 +140,9 @@ fn plan_attn_backward(env: &Env, a: &PlanArgs) -> Result<ExitCode> {
         plan.version, plan.rung, plan.why
     );
     println!("  {}", plan.summary);
+    if let Some(k) = &plan.tuned_knobs {
+        println!("knobs: {k} (the tuning cache's, `kiln tune attn --backward`)");
+    }
     for l in &plan.launch {
         println!("{l}");
     }

@@ -94,6 +94,18 @@ pub fn plan_attention_bench(p: &AttentionProblem, info: &DeviceInfo) -> Need {
     }
 }
 
+/// What timing the attention backward `p` needs: its operands and workspaces, the L2 flusher and
+/// room for the kernels' scratch (the split's partials, the counters).
+pub fn plan_backward_bench(
+    p: &crate::ops::attention_backward::BackwardProblem,
+    info: &DeviceInfo,
+) -> Need {
+    Need {
+        device: p.device_bytes() + flusher_bytes(info) + WORKSPACE_BYTES,
+        host: 0,
+    }
+}
+
 /// An attention verification of `p`: the operands on the device; on the host Q, K and V in
 /// their dtype and in f64, O and LSE poisoned and read back.
 pub fn plan_attention_verify(p: &AttentionProblem) -> Need {

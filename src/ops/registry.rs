@@ -219,6 +219,36 @@ impl Registry {
         })
     }
 
+    /// [`Registry::select_attention_backward`] where `tuned` may say otherwise: with no version
+    /// requested, when the pick has a tuned entry for `p`'s class and another version that runs
+    /// `p` measured faster in its own tuning, that one runs (as [`Registry::select_gemm`]: an
+    /// untuned pick is never demoted).
+    pub fn select_attention_backward_tuned(
+        &self,
+        p: &BackwardProblem,
+        dev: &DeviceInfo,
+        tuned: &TunedTable,
+        requested: Option<&str>,
+    ) -> Result<&dyn AttentionBackwardKernel> {
+        let top = self.select_attention_backward(p, dev, requested)?;
+        if requested.is_some() || tuned.is_empty() {
+            return Ok(top);
+        }
+        let tflops =
+            |k: &dyn AttentionBackwardKernel| tuned.attention_backward_tflops(dev, k.name(), p);
+        let Some(top_tflops) = tflops(top) else {
+            return Ok(top);
+        };
+        let faster = self
+            .attention_backward
+            .iter()
+            .map(|k| k.as_ref())
+            .filter_map(|k| tflops(k).filter(|&t| t > top_tflops).map(|t| (k, t)))
+            .filter(|(k, _)| k.supports(p, dev).is_ok())
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        Ok(faster.map_or(top, |(k, _)| k))
+    }
+
     /// Checks that `op` names a known op.
     pub fn check_op(op: &str) -> Result<()> {
         if OPS.contains(&op) {

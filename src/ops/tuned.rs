@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::attention::AttentionProblem;
+use super::attention_backward::BackwardProblem;
 use super::gemm::GemmProblem;
 use super::space::Config;
 use crate::device::DeviceInfo;
@@ -118,6 +119,17 @@ impl TuneKey {
             class: attention_class(p),
         }
     }
+
+    /// The key of an attention backward: op `attention_backward`, the forward's dtype, layout
+    /// and class, `,deterministic` added when it is (the ordered adds run other launches).
+    pub fn attention_backward(dev: &DeviceInfo, version: &str, p: &BackwardProblem) -> TuneKey {
+        let mut k = TuneKey::attention(dev, version, &p.attn);
+        k.op = "attention_backward".into();
+        if p.deterministic {
+            k.class += ",deterministic";
+        }
+        k
+    }
 }
 
 /// Tuned configs by [`TuneKey`], with the TFLOPS each measured when tuned. An empty table (the
@@ -179,6 +191,39 @@ impl TunedTable {
         self.entries
             .get(&TuneKey::attention(dev, version, p))
             .map(|(c, _)| c.clone())
+    }
+
+    /// The tuned knobs of attention backward `version` for `p` on `dev`.
+    pub fn attention_backward(
+        &self,
+        dev: &DeviceInfo,
+        version: &str,
+        p: &BackwardProblem,
+    ) -> Option<Config> {
+        self.backward_entry(dev, version, p).map(|(c, _)| c.clone())
+    }
+
+    /// The TFLOPS attention backward `version`'s tuned knobs measured for `p`'s class on `dev`.
+    pub fn attention_backward_tflops(
+        &self,
+        dev: &DeviceInfo,
+        version: &str,
+        p: &BackwardProblem,
+    ) -> Option<f64> {
+        self.backward_entry(dev, version, p).and_then(|(_, t)| *t)
+    }
+
+    fn backward_entry(
+        &self,
+        dev: &DeviceInfo,
+        version: &str,
+        p: &BackwardProblem,
+    ) -> Option<&(Config, Option<f64>)> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        self.entries
+            .get(&TuneKey::attention_backward(dev, version, p))
     }
 
     fn gemm_entry(
@@ -284,5 +329,34 @@ mod tests {
         assert_eq!(t.gemm(&fewer_sms, "mma_sync", &p), None);
         let attn = AttentionProblem::new(4, 16, 4096, 128);
         assert_eq!(t.attention(&h100, "mma_sync", &attn), None);
+    }
+
+    #[test]
+    fn backward_keys_keep_the_forward_class_and_set_deterministic_runs_apart() {
+        let h100 = DeviceInfo::h100_sxm();
+        let a = AttentionProblem::new(2, 16, 8192, 128);
+        let (free, det) = (
+            BackwardProblem::new(a, false),
+            BackwardProblem::new(a, true),
+        );
+        let k = TuneKey::attention_backward(&h100, "bwd_fa3_tail", &free);
+        assert_eq!(k.op, "attention_backward");
+        assert_eq!(k.class, "d=128,sq<=2^13,skv<=2^13,bh<=2^5");
+        let kd = TuneKey::attention_backward(&h100, "bwd_fa3_tail", &det);
+        assert_eq!(kd.class, "d=128,sq<=2^13,skv<=2^13,bh<=2^5,deterministic");
+        let mut t = TunedTable::empty();
+        let cfg = Config::new(&[("TAIL", 4)]);
+        t.insert(k, cfg.clone(), Some(560.0));
+        assert_eq!(
+            t.attention_backward(&h100, "bwd_fa3_tail", &free),
+            Some(cfg)
+        );
+        assert_eq!(
+            t.attention_backward_tflops(&h100, "bwd_fa3_tail", &free),
+            Some(560.0)
+        );
+        assert_eq!(t.attention_backward(&h100, "bwd_fa3_tail", &det), None);
+        // the forward's entry of the same class is another key
+        assert_eq!(t.attention(&h100, "bwd_fa3_tail", &a), None);
     }
 }

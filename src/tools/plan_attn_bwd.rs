@@ -6,8 +6,9 @@ use serde::Serialize;
 
 use crate::device::DeviceInfo;
 use crate::error::Result;
-use crate::ops::attention_backward::BackwardProblem;
+use crate::ops::attention_backward::{knobs, BackwardProblem};
 use crate::ops::registry::Registry;
+use crate::ops::tuned::TunedTable;
 use crate::overrides::AttentionOverrides;
 
 /// One registered version's verdict on the problem.
@@ -29,8 +30,11 @@ pub struct BackwardPlan {
     pub rung: u32,
     pub summary: String,
     pub why: String,
-    /// The launch, a line each (`AttentionBackwardKernel::launch_plan`).
+    /// The launch, a line each (`AttentionBackwardKernel::launch_plan`), under the knobs it
+    /// would run with.
     pub launch: Vec<String>,
+    /// The tuning cache's knobs the launch takes (where the environment sets none).
+    pub tuned_knobs: Option<String>,
     /// Every version, highest rung first.
     pub candidates: Vec<Candidate>,
     /// Q, K, V, O, dO, LSE and the three gradients.
@@ -42,16 +46,20 @@ pub struct BackwardPlan {
     pub fits: bool,
 }
 
-/// The plan of `p` on `dev` under the knobs `o`: `requested` (`--version`) if given, else the
-/// dispatch's choice (`Registry::select_attention_backward`), refusing as the dispatch would.
+/// The plan of `p` on `dev` under the environment's knobs `o` and the tuned configs `tuned`:
+/// `requested` (`--version`) if given, else the dispatch's choice
+/// (`Registry::select_attention_backward_tuned`), refusing as the dispatch would.
 pub fn plan_backward(
     reg: &Registry,
     p: &BackwardProblem,
     dev: &DeviceInfo,
     requested: Option<&str>,
     o: &AttentionOverrides,
+    tuned: &TunedTable,
 ) -> Result<BackwardPlan> {
-    let k = reg.select_attention_backward(p, dev, requested)?;
+    let k = reg.select_attention_backward_tuned(p, dev, tuned, requested)?;
+    let untuned = reg.select_attention_backward(p, dev, requested)?;
+    let (o, tuned_knobs) = knobs::resolved(o, tuned, dev, k.name(), p);
     let mut candidates: Vec<Candidate> = reg
         .attention_backward()
         .iter()
@@ -66,6 +74,11 @@ pub fn plan_backward(
     candidates.sort_by_key(|c| std::cmp::Reverse(c.rung));
     let why = if requested.is_some() {
         "asked for by name (--version)".to_string()
+    } else if k.name() != untuned.name() {
+        format!(
+            "tuned faster for the problem's class than the rule's pick, {}",
+            untuned.name()
+        )
     } else {
         "the highest rung among the versions whose default rule takes the problem and that \
          support it"
@@ -86,7 +99,8 @@ pub fn plan_backward(
         rung: k.rung(),
         summary: k.summary().to_string(),
         why,
-        launch: k.launch_plan(p, dev, o),
+        launch: k.launch_plan(p, dev, &o),
+        tuned_knobs: tuned_knobs.map(|c| c.label()),
         candidates,
         operand_bytes,
         workspace_bytes,
@@ -112,8 +126,17 @@ mod tests {
         let mut h200 = DeviceInfo::h100_sxm();
         h200.total_mem_bytes = 141 << 30;
         let o = AttentionOverrides::default();
+        let none = TunedTable::empty();
         // the d256 deterministic default splits B1 H16 S16384's 4 blocks of a 32nd wave in 16
-        let p = plan_backward(&reg, &problem(256, 16384, false, true), &h200, None, &o).unwrap();
+        let p = plan_backward(
+            &reg,
+            &problem(256, 16384, false, true),
+            &h200,
+            None,
+            &o,
+            &none,
+        )
+        .unwrap();
         assert_eq!(p.version, "bwd_fa3_d256_w2_cols2t");
         assert!(
             p.launch[0].contains("4096 key blocks of 64 keys"),
@@ -149,14 +172,30 @@ mod tests {
             bwd_tail: Some(0),
             ..AttentionOverrides::default()
         };
-        let q = plan_backward(&reg, &problem(256, 16384, false, true), &h200, None, &off).unwrap();
+        let q = plan_backward(
+            &reg,
+            &problem(256, 16384, false, true),
+            &h200,
+            None,
+            &off,
+            &none,
+        )
+        .unwrap();
         assert!(
             q.launch.iter().any(|l| l.starts_with("no split")),
             "{:?}",
             q.launch
         );
         // the non-deterministic default at d256 is persistent; d128 splits its 16th wave in 3
-        let r = plan_backward(&reg, &problem(256, 16384, false, false), &h200, None, &o).unwrap();
+        let r = plan_backward(
+            &reg,
+            &problem(256, 16384, false, false),
+            &h200,
+            None,
+            &o,
+            &none,
+        )
+        .unwrap();
         assert_eq!(r.version, "bwd_fa3_d256_persist");
         assert!(
             r.launch[0].contains("132 persistent CTAs"),
@@ -165,7 +204,7 @@ mod tests {
         );
         let mut d128 = problem(128, 8192, false, false);
         d128.attn.batch = 2;
-        let t = plan_backward(&reg, &d128, &h200, None, &o).unwrap();
+        let t = plan_backward(&reg, &d128, &h200, None, &o, &none).unwrap();
         assert_eq!(t.version, "bwd_fa3_tail");
         assert!(
             t.launch
@@ -181,6 +220,7 @@ mod tests {
             &h200,
             Some("bwd_fa3_d256_w2_cols2"),
             &o,
+            &none,
         )
         .unwrap();
         assert!(n.why.contains("by name"));
@@ -189,16 +229,78 @@ mod tests {
             &problem(128, 4096, false, true),
             &h200,
             Some("bwd_fa3_d256_w2_cols2t"),
-            &o
+            &o,
+            &none
         )
         .is_err());
         // too big for the device: said, not refused
         let mut small = h200.clone();
         small.total_mem_bytes = 1 << 30;
         assert!(
-            !plan_backward(&reg, &problem(256, 16384, false, true), &small, None, &o)
-                .unwrap()
-                .fits
+            !plan_backward(
+                &reg,
+                &problem(256, 16384, false, true),
+                &small,
+                None,
+                &o,
+                &none
+            )
+            .unwrap()
+            .fits
         );
+    }
+
+    #[test]
+    fn tuned_knobs_and_a_version_tuned_faster_change_the_plan() {
+        use crate::ops::space::Config;
+        use crate::ops::tuned::TuneKey;
+        let reg = Registry::default();
+        let h200 = DeviceInfo::h100_sxm();
+        let o = AttentionOverrides::default();
+        let mut d128 = problem(128, 8192, false, false);
+        d128.attn.batch = 2;
+        let mut t = TunedTable::empty();
+        let key = |v: &str| TuneKey::attention_backward(&h200, v, &d128);
+        t.insert(
+            key("bwd_fa3_tail"),
+            Config::parse("TAIL=0").unwrap(),
+            Some(500.0),
+        );
+        let plan = plan_backward(&reg, &d128, &h200, None, &o, &t).unwrap();
+        assert_eq!(plan.version, "bwd_fa3_tail");
+        assert_eq!(plan.tuned_knobs.as_deref(), Some("TAIL=0"));
+        assert!(
+            plan.launch.iter().any(|l| l.starts_with("no split")),
+            "{:?}",
+            plan.launch
+        );
+        // the environment's knob wins over the tuned one
+        let env = AttentionOverrides {
+            bwd_tail: Some(3),
+            ..o
+        };
+        let plan = plan_backward(&reg, &d128, &h200, None, &env, &t).unwrap();
+        assert_eq!(plan.tuned_knobs, None);
+        assert!(
+            plan.launch.iter().any(|l| l.contains("in 3 parts")),
+            "{:?}",
+            plan.launch
+        );
+        // another version tuned faster for the class runs instead, and the plan says why
+        t.insert(
+            key("bwd_fa3_lookahead"),
+            Config::parse("NO_AHEAD=0,TAIL=0").unwrap(),
+            Some(520.0),
+        );
+        let plan = plan_backward(&reg, &d128, &h200, None, &o, &t).unwrap();
+        assert_eq!(plan.version, "bwd_fa3_lookahead");
+        assert!(
+            plan.why.contains("tuned faster") && plan.why.contains("bwd_fa3_tail"),
+            "{}",
+            plan.why
+        );
+        // asked for by name: the name wins
+        let plan = plan_backward(&reg, &d128, &h200, Some("bwd_fa3_tail"), &o, &t).unwrap();
+        assert_eq!(plan.version, "bwd_fa3_tail");
     }
 }

@@ -5,9 +5,10 @@
 use super::device_inputs;
 use crate::device::{Context, DeviceBuffer};
 use crate::error::{Error, Result};
+use crate::harness::bench::{kernel_row, sample_launches, BenchOptions, L2Flusher, Row};
 use crate::harness::verify::refusal;
 use crate::ops::attention::{check_buffers, AttentionKernel, AttentionOperands};
-use crate::ops::attention_backward::{BackwardOperands, BackwardProblem};
+use crate::ops::attention_backward::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 
 /// The nine buffers of one backward: inputs random, O and LSE from the forward.
 pub struct BackwardBuffers {
@@ -71,4 +72,19 @@ impl BackwardBuffers {
     pub fn operands(&self) -> BackwardOperands<'_> {
         BackwardOperands::from_array(&self.bufs)
     }
+}
+
+/// Every timed launch of `k` on `p`'s buffers `bufs`, L2 flushed as `opt` says: the version
+/// table's row (median, TFLOPS as FlashAttention counts).
+pub fn time_backward(
+    ctx: &Context,
+    k: &dyn AttentionBackwardKernel,
+    p: &BackwardProblem,
+    bufs: &BackwardBuffers,
+    flusher: &L2Flusher,
+    opt: &BenchOptions,
+) -> Result<Row> {
+    let ops = bufs.operands();
+    let times = sample_launches(ctx, flusher, opt, || k.launch(ctx, p, &ops))?;
+    Ok(kernel_row(k.name(), p, p.flops(), times))
 }

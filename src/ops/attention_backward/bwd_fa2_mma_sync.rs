@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::{DTYPES, HEAD_DIMS};
 use crate::ops::gemm::DType;
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa2MmaSync;
 
@@ -110,7 +111,13 @@ impl AttentionBackwardKernel for BwdFa2MmaSync {
         }
         v
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        _o: &AttentionOverrides,
+    ) -> Result<()> {
         check_buffers(p, ops)?;
         check_aligned(self.name(), ops)?;
         let a = &p.attn;

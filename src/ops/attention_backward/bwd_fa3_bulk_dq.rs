@@ -7,12 +7,15 @@
 //! default at d64/d128 from its first H200 run (2026-11-29: verified, 1.03-1.05x bwd_fa3_wgmma)
 //! until `bwd_fa3_tma_dq`'s, which is above it.
 
+use super::bwd_fa3_wgmma::wgmma_knobs;
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, DqAdd, WgmmaBwdTile};
+use super::knobs::{Knob, Knobs};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::DTYPES;
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa3BulkDq;
 
@@ -43,18 +46,29 @@ impl AttentionBackwardKernel for BwdFa3BulkDq {
         }
         v
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
         launch_tile(
             self.name(),
             ctx,
             p,
             ops,
-            WgmmaBwdTile::staged_for(
-                p.attn.head_dim,
-                ctx.overrides.attention.bwd_dq_keys,
-                DqAdd::BulkRows,
-            ),
+            o,
+            WgmmaBwdTile::staged_for(p.attn.head_dim, o.bwd_dq_keys, DqAdd::BulkRows),
         )
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        let d = p.attn.head_dim;
+        let mut v = wgmma_knobs(p, &WgmmaBwdTile::staged_for(d, false, DqAdd::BulkRows));
+        if d == 128 {
+            v.push((Knob::DqKeys, 0));
+        }
+        v
     }
 }
 

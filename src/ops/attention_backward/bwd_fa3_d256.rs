@@ -31,6 +31,7 @@
 //! on three problems, 1.27x / 1.36x `bwd_fa3_d256` at B4 H16 S4096 / causal).
 
 use super::bwd_fa3_wgmma::{launch_main, Sched};
+use super::knobs::{Knob, Knobs};
 use super::{
     bwd_prep, check_shape, refuse_window, AttentionBackwardKernel, BackwardOperands,
     BackwardProblem,
@@ -40,6 +41,7 @@ use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::DTYPES;
 use crate::ops::gemm::DType;
+use crate::overrides::AttentionOverrides;
 
 /// One of the d256 versions (`D256`: how it adds dQ, whether its CTAs pair up).
 pub struct BwdFa3D256(pub D256);
@@ -90,6 +92,16 @@ impl D256 {
             1
         }
     }
+}
+
+/// The knobs a d256 launch reads on `p`: Pᵀ's hand-over in 16-bit pairs, and the causal order
+/// (not deterministic, one CTA a cluster) taking `lpt` unset.
+pub(super) fn d256_knobs(p: &BackwardProblem, cluster: u32, lpt: bool) -> Knobs {
+    let mut v = vec![(Knob::P16, 0)];
+    if p.attn.causal && !p.deterministic && cluster == 1 {
+        v.push((Knob::Lpt, lpt as i64));
+    }
+    v
 }
 
 /// The kernel of version `v` for `dtype` (the pair's define only where it pairs, so that the
@@ -222,8 +234,14 @@ impl AttentionBackwardKernel for BwdFa3D256 {
         v.extend(DTYPES.iter().map(|&dt| spec(arch, dt, self.0, false)));
         v
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        let p16 = ctx.overrides.attention.bwd_d256_p16;
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        let p16 = o.bwd_d256_p16;
         let main = spec(&ctx.arch(), p.attn.dtype, self.0, p16);
         launch_main(
             self.name(),
@@ -237,8 +255,11 @@ impl AttentionBackwardKernel for BwdFa3D256 {
             false,
             self.0.cluster(),
             None,
-            Sched::of(ctx),
+            Sched::of(o),
         )
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        d256_knobs(p, self.0.cluster(), super::lpt::lpt_by_default(p))
     }
     fn by_default(&self) -> bool {
         // bwd_fa3_d256_tma: verified (the quick suite's 18 d256 problems, 6 of 6 deterministic runs

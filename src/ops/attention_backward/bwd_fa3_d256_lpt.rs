@@ -29,10 +29,12 @@
 
 use super::bwd_fa3_d256::{self, D256};
 use super::bwd_fa3_wgmma::Sched;
+use super::knobs::Knobs;
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa3D256Lpt;
 
@@ -59,18 +61,22 @@ impl AttentionBackwardKernel for BwdFa3D256Lpt {
         // `bwd_fa3_d256_tma`'s kernels, counted there: the order is a run-time argument
         Vec::new()
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        let main = bwd_fa3_d256::spec(
-            &ctx.arch(),
-            p.attn.dtype,
-            D256::Staged,
-            ctx.overrides.attention.bwd_d256_p16,
-        );
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        let main = bwd_fa3_d256::spec(&ctx.arch(), p.attn.dtype, D256::Staged, o.bwd_d256_p16);
         let sched = Sched {
-            lpt: lpt_asked(ctx.overrides.attention.bwd_lpt),
-            ..Sched::of(ctx)
+            lpt: lpt_asked(o.bwd_lpt),
+            ..Sched::of(o)
         };
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, false, sched)
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        bwd_fa3_d256::d256_knobs(p, 1, true)
     }
     /// The default where it measured faster (ledger D40): causal, not deterministic (the
     /// deterministic default at d256 causal is `bwd_fa3_d256_w2`, with its own order). Non-causal

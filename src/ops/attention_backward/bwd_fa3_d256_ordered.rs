@@ -65,6 +65,7 @@
 
 use super::bwd_fa3_d256::{self, D256};
 use super::bwd_fa3_wgmma::{tail_knob, Sched};
+use super::knobs::{Knob, Knobs};
 use super::tail::{self, TailPlan};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceBuffer, DeviceInfo};
@@ -72,6 +73,7 @@ use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::attention::DTYPES;
 use crate::ops::gemm::DType;
+use crate::overrides::AttentionOverrides;
 
 /// A version on the two-writer kernel: how its blocks are launched and walked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,29 +148,33 @@ impl BwdFa3D256Ordered {
             });
         }
         let a = &p.attn;
-        // (the traced kernel runs the grid whole: launch_with)
+        // (the traced kernel runs the grid whole: launch_traced)
         let blocks = p.key_blocks(bwd_fa3_d256::BN) as usize;
         let words = blocks * 2 * a.group() * a.seqlen_q.div_ceil(64) * TRACE_WORDS;
         let buf = DeviceBuffer::new(words * 4)?;
         buf.fill_bytes(0, ctx)?;
-        self.launch_with(ctx, p, ops, true, buf.ptr())?;
+        let o = super::knobs::resolve(ctx, self.name(), p);
+        self.launch_traced(ctx, p, ops, &o, true, buf.ptr())?;
         ctx.synchronize()?;
         buf.download(words)
     }
 
-    fn launch_with(
+    /// The launch under the knobs `o`; `trace`: on the kernel that stamps its ordered adds into
+    /// `det_trace`.
+    fn launch_traced(
         &self,
         ctx: &Context,
         p: &BackwardProblem,
         ops: &BackwardOperands,
+        o: &AttentionOverrides,
         trace: bool,
         det_trace: u64,
     ) -> Result<()> {
-        let p16 = ctx.overrides.attention.bwd_d256_p16;
+        let p16 = o.bwd_d256_p16;
         // the split where the version asks for it and the problem has a last partial wave (the
         // traced kernel stamps whole blocks only)
         let split = if self.0.tail() && !trace {
-            split_for(ctx.overrides.attention.bwd_tail, p, ctx.info.sm_count)
+            split_for(o.bwd_tail, p, ctx.info.sm_count)
         } else {
             None
         };
@@ -180,11 +186,11 @@ impl BwdFa3D256Ordered {
         let main = spec(&ctx.arch(), p.attn.dtype, p16, trace, form);
         let sched = Sched {
             split,
-            det_writers: Some(WRITERS),
+            det_writers: WRITERS,
             det_trace,
             rotate: self.0 == D256Det::Rotated,
             dq_parts: self.0.parts(),
-            ..Sched::of(ctx)
+            ..Sched::of(o)
         };
         bwd_fa3_d256::launch_staged(self.name(), ctx, p, ops, &main, true, sched)
     }
@@ -274,11 +280,27 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
             Vec::new()
         }
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
         if !p.deterministic && self.0 != D256Det::Rotated {
-            return bwd_fa3_d256::BwdFa3D256(D256::Staged).launch(ctx, p, ops);
+            return bwd_fa3_d256::BwdFa3D256(D256::Staged).launch_knobs(ctx, p, ops, o);
         }
-        self.launch_with(ctx, p, ops, false, 0)
+        self.launch_traced(ctx, p, ops, o, false, 0)
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        if !p.deterministic && self.0 != D256Det::Rotated {
+            return bwd_fa3_d256::BwdFa3D256(D256::Staged).knobs(p);
+        }
+        let mut v = vec![(Knob::P16, 0)];
+        if self.0.tail() && tail::applies_ordered(p) {
+            v.push((Knob::Tail, 1));
+        }
+        v
     }
     fn by_default(&self) -> bool {
         false
@@ -287,7 +309,7 @@ impl AttentionBackwardKernel for BwdFa3D256Ordered {
         &self,
         p: &BackwardProblem,
         dev: &DeviceInfo,
-        o: &crate::overrides::AttentionOverrides,
+        o: &AttentionOverrides,
     ) -> Vec<String> {
         if !p.deterministic && self.0 != D256Det::Rotated {
             return vec!["not deterministic: runs bwd_fa3_d256_tma's launch".into()];

@@ -26,10 +26,12 @@
 use super::bwd_fa3_d256;
 use super::bwd_fa3_d256_lpt::lpt_asked;
 use super::bwd_fa3_wgmma::{launch_main, Sched};
+use super::knobs::Knobs;
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::overrides::AttentionOverrides;
 
 /// The persistent d256 backward.
 pub struct BwdFa3D256Persist;
@@ -55,16 +57,18 @@ impl AttentionBackwardKernel for BwdFa3D256Persist {
         // (its two kernels are compiled when asked for, outside the variant budget)
         Vec::new()
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        let main = bwd_fa3_d256::persist_spec(
-            &ctx.arch(),
-            p.attn.dtype,
-            ctx.overrides.attention.bwd_d256_p16,
-        );
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        let main = bwd_fa3_d256::persist_spec(&ctx.arch(), p.attn.dtype, o.bwd_d256_p16);
         let sched = Sched {
-            lpt: lpt_asked(ctx.overrides.attention.bwd_lpt),
+            lpt: lpt_asked(o.bwd_lpt),
             persist: true,
-            ..Sched::of(ctx)
+            ..Sched::of(o)
         };
         launch_main(
             self.name(),
@@ -81,6 +85,9 @@ impl AttentionBackwardKernel for BwdFa3D256Persist {
             sched,
         )
     }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        bwd_fa3_d256::d256_knobs(p, 1, true)
+    }
     /// The default where it measured faster (ledger D81): every d256 problem it supports, none
     /// deterministic (`supports` refuses those: `bwd_fa3_d256_w2_cols2t` is their default, causal `bwd_fa3_d256_w2`).
     fn by_default(&self) -> bool {
@@ -90,7 +97,7 @@ impl AttentionBackwardKernel for BwdFa3D256Persist {
         &self,
         p: &BackwardProblem,
         dev: &DeviceInfo,
-        _o: &crate::overrides::AttentionOverrides,
+        _o: &AttentionOverrides,
     ) -> Vec<String> {
         let a = &p.attn;
         let tiles = p.key_blocks(bwd_fa3_d256::BN);

@@ -12,11 +12,14 @@
 //! so not the default; its kernels compile when asked for, outside the variant budget (since
 //! 2026-11-30: their four made room for `bwd_fa3_tail`'s, the default's split kernels).
 
+use super::bwd_fa3_wgmma::wgmma_knobs;
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, Ahead, DqAdd, WgmmaBwdTile};
+use super::knobs::Knobs;
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa3DqLate;
 
@@ -47,8 +50,17 @@ impl AttentionBackwardKernel for BwdFa3DqLate {
         // outside the variant budget (its test compiles them)
         Vec::new()
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        launch_tile(self.name(), ctx, p, ops, tile(p.attn.head_dim))
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        launch_tile(self.name(), ctx, p, ops, o, tile(p.attn.head_dim))
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        wgmma_knobs(p, &tile(p.attn.head_dim))
     }
     fn by_default(&self) -> bool {
         // not until the device shows it faster than bwd_fa3_lookahead

@@ -8,14 +8,17 @@
 //! `bwd_fa3_tma_dq` does: what each change buys, in two runs. The default at d64/d128 since its
 //! first H200 run (2026-11-29): verified, 1.08-1.17x `bwd_fa3_tma_dq` (ledger row B6).
 
+use super::bwd_fa3_wgmma::wgmma_knobs;
 use super::bwd_fa3_wgmma::{
     launch_tile, supports_tile, variants_of, Ahead, DqAdd, WgmmaBwdTile, BWD_WGMMA_DIMS,
 };
+use super::knobs::{Knob, Knobs};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::{Window, DTYPES};
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa3Lookahead;
 
@@ -103,9 +106,20 @@ impl AttentionBackwardKernel for BwdFa3Lookahead {
         }
         v
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        let no_ahead = ctx.overrides.attention.bwd_no_ahead;
-        launch_tile(self.name(), ctx, p, ops, tile_for(p, no_ahead))
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        let no_ahead = o.bwd_no_ahead;
+        launch_tile(self.name(), ctx, p, ops, o, tile_for(p, no_ahead))
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        let mut v = wgmma_knobs(p, &tile_for(p, false));
+        v.push((Knob::NoAhead, 0));
+        v
     }
 }
 

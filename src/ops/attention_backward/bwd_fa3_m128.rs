@@ -17,12 +17,15 @@
 //! per 64 rows: more than enough). d64 only: at d128 dK and dV take 64 registers each and Sᵀ
 //! and dPᵀ of 128 queries 64 each, over what a consumer can hold.
 
+use super::bwd_fa3_wgmma::wgmma_knobs;
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, Ahead, DqAdd, WgmmaBwdTile};
+use super::knobs::{Knob, Knobs};
 use super::{bwd_prep, AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::DTYPES;
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa3M128;
 
@@ -66,9 +69,20 @@ impl AttentionBackwardKernel for BwdFa3M128 {
         }
         v
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        let no_ahead = ctx.overrides.attention.bwd_no_ahead;
-        launch_tile(self.name(), ctx, p, ops, tile(no_ahead))
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        let no_ahead = o.bwd_no_ahead;
+        launch_tile(self.name(), ctx, p, ops, o, tile(no_ahead))
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        let mut v = wgmma_knobs(p, &tile(false));
+        v.push((Knob::NoAhead, 0));
+        v
     }
     fn by_default(&self) -> bool {
         // not at every shape: below 16,384 query rows non-causal the lookahead is faster

@@ -21,13 +21,16 @@
 //! exponential on the FMA pipe 448.3: the packed dSᵀ is the gain, so the default share is 0 and
 //! the polynomial a knob (`KILN_BWD_EXP_POLY`).
 
+use super::bwd_fa3_wgmma::wgmma_knobs;
 use super::bwd_fa3_wgmma::{launch_tile, WgmmaBwdTile};
+use super::knobs::{Knob, Knobs};
 use super::{bwd_fa3_m128, bwd_fa3_m128_rows};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::DTYPES;
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa3M128Fma;
 
@@ -69,9 +72,20 @@ impl AttentionBackwardKernel for BwdFa3M128Fma {
             .map(|&dt| tile(EXP_POLY).spec(arch, dt))
             .collect()
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        let n = ctx.overrides.attention.bwd_exp_poly.unwrap_or(EXP_POLY);
-        launch_tile(self.name(), ctx, p, ops, tile(n))
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        let n = o.bwd_exp_poly.unwrap_or(EXP_POLY);
+        launch_tile(self.name(), ctx, p, ops, o, tile(n))
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        let mut v = wgmma_knobs(p, &tile(EXP_POLY));
+        v.push((Knob::ExpPoly, EXP_POLY as i64));
+        v
     }
     fn by_default(&self) -> bool {
         false

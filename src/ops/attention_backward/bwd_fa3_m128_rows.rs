@@ -18,12 +18,15 @@
 //! `bwd_fa3_lookahead` at d64.
 
 use super::bwd_fa3_m128;
+use super::bwd_fa3_wgmma::wgmma_knobs;
 use super::bwd_fa3_wgmma::{launch_tile, WgmmaBwdTile};
+use super::knobs::Knobs;
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::DTYPES;
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa3M128Rows;
 
@@ -54,8 +57,17 @@ impl AttentionBackwardKernel for BwdFa3M128Rows {
         // its versions
         DTYPES.iter().map(|&dt| tile().spec(arch, dt)).collect()
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        launch_tile(self.name(), ctx, p, ops, tile())
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        launch_tile(self.name(), ctx, p, ops, o, tile())
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        wgmma_knobs(p, &tile())
     }
     fn by_default(&self) -> bool {
         false

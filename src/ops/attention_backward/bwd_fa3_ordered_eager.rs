@@ -33,7 +33,9 @@
 //! non-deterministic default), 1.04x at d128 (0.81x), 1.10x causal (0.85x).
 
 use super::bwd_fa3_m128::m128_wins;
+use super::bwd_fa3_wgmma::wgmma_knobs;
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, DetWriter, WgmmaBwdTile, BWD_WGMMA_DIMS};
+use super::knobs::{Knob, Knobs};
 use super::{
     bwd_fa3_lookahead, bwd_fa3_m128, bwd_fa3_m128_rows, AttentionBackwardKernel, AttnBwdArgs,
     BackwardOperands, BackwardProblem, DetOrder,
@@ -45,21 +47,20 @@ use crate::ops::attention::{AttentionProblem, Window, DTYPES};
 use crate::overrides::AttentionOverrides;
 
 /// The argument block's deterministic fields for `p` on a kernel with a dQ writer: the order of
-/// adds (`DetOrder`), the SMs its rotated groups assume, the writer warps (`KILN_BWD_DET_WRITERS`)
-/// and, with `KILN_BWD_DET_LPT`, the causal launch order ([`det_lpt_heads`]); `key_blocks` a
-/// head, `sms` on the device, `dense_grid`: not packed and one CTA a cluster.
+/// adds (`DetOrder`), the SMs its rotated groups assume and, with `det_lpt` (`KILN_BWD_DET_LPT`),
+/// the causal launch order ([`det_lpt_heads`]); `key_blocks` a head, `sms` on the device,
+/// `dense_grid`: not packed and one CTA a cluster. (The writer warps: `Sched::det_writers`.)
 pub(super) fn det_args(
     args: &mut AttnBwdArgs,
     p: &BackwardProblem,
-    o: &AttentionOverrides,
+    det_lpt: bool,
     key_blocks: u32,
     sms: u32,
     dense_grid: bool,
 ) {
     args.det_order = DetOrder::of(p) as i32;
     args.det_sms = sms as i32;
-    args.det_writers = o.bwd_det_writers as i32;
-    args.lpt_heads = det_lpt_heads(o.bwd_det_lpt, p, dense_grid, key_blocks, sms);
+    args.lpt_heads = det_lpt_heads(det_lpt, p, dense_grid, key_blocks, sms);
 }
 
 /// The deterministic causal launch order (`KILN_BWD_DET_LPT`, the argument block's `lpt_heads`
@@ -140,8 +141,24 @@ impl AttentionBackwardKernel for BwdFa3OrderedEager {
         }
         v
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        launch_tile(self.name(), ctx, p, ops, tile(p))
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        launch_tile(self.name(), ctx, p, ops, o, tile(p))
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        if !p.deterministic {
+            return wgmma_knobs(p, &tile(p));
+        }
+        let mut v = vec![(Knob::DetWriters, 1)];
+        if p.attn.causal {
+            v.push((Knob::DetLpt, 0));
+        }
+        v
     }
     fn by_default(&self) -> bool {
         false

@@ -11,10 +11,13 @@
 
 use super::bwd_fa3_ordered_eager::{tile, BwdFa3OrderedEager};
 use super::bwd_fa3_wgmma::launch_tile_writers;
+use super::bwd_fa3_wgmma::wgmma_knobs;
+use super::knobs::{Knob, Knobs};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
+use crate::overrides::AttentionOverrides;
 
 /// The writer warps it asks for.
 pub const WRITERS: u32 = 2;
@@ -38,10 +41,24 @@ impl AttentionBackwardKernel for BwdFa3OrderedW2 {
         // `bwd_fa3_ordered_eager`'s kernels, which it lists
         Vec::new()
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
         // the one writer's launch with the writers asked for (not deterministic: no writer, the
         // default's kernels)
-        launch_tile_writers(self.name(), ctx, p, ops, tile(p), Some(WRITERS))
+        launch_tile_writers(self.name(), ctx, p, ops, o, tile(p), Some(WRITERS))
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        // (its writers are its own: the knob is not read)
+        match (p.deterministic, p.attn.causal) {
+            (false, _) => wgmma_knobs(p, &tile(p)),
+            (true, true) => vec![(Knob::DetLpt, 0)],
+            (true, false) => Vec::new(),
+        }
     }
     fn by_default(&self) -> bool {
         false

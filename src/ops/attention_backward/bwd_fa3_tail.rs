@@ -14,9 +14,11 @@
 //! order longest first at d64 from 4,096 rows only) for A/B in one process. d64 below 4,096 rows
 //! (the 64-row tile) is not measured: there it runs when asked for by name.
 
+use super::bwd_fa3_wgmma::wgmma_knobs;
 use super::bwd_fa3_wgmma::{
     launch_tile, supports_tile, tail_knob, tail_plan_for, WgmmaBwdTile, BN,
 };
+use super::knobs::Knobs;
 use super::tail;
 use super::{bwd_fa3_lookahead, bwd_fa3_m128_fma};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
@@ -24,6 +26,7 @@ use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::{Window, DTYPES};
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa3Tail;
 
@@ -60,14 +63,23 @@ impl AttentionBackwardKernel for BwdFa3Tail {
             .flat_map(|t| DTYPES.iter().map(move |&dt| t.spec(arch, dt)))
             .collect()
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
-        launch_tile(self.name(), ctx, p, ops, tile(p))
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        launch_tile(self.name(), ctx, p, ops, o, tile(p))
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        wgmma_knobs(p, &tile(p))
     }
     fn launch_plan(
         &self,
         p: &BackwardProblem,
         dev: &DeviceInfo,
-        o: &crate::overrides::AttentionOverrides,
+        o: &AttentionOverrides,
     ) -> Vec<String> {
         let (a, t) = (&p.attn, tile(p));
         let units = p.key_blocks(BN);

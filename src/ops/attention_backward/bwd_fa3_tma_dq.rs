@@ -8,12 +8,15 @@
 //! (2026-11-29: verified, 1.05-1.08x `bwd_fa3_bulk_dq`) until `bwd_fa3_lookahead`'s; the
 //! choice again wherever the one above it refuses a problem.
 
+use super::bwd_fa3_wgmma::wgmma_knobs;
 use super::bwd_fa3_wgmma::{launch_tile, supports_tile, variants_of, DqAdd, WgmmaBwdTile};
+use super::knobs::{Knob, Knobs};
 use super::{AttentionBackwardKernel, BackwardOperands, BackwardProblem};
 use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::DTYPES;
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa3TmaDq;
 
@@ -56,18 +59,30 @@ impl AttentionBackwardKernel for BwdFa3TmaDq {
         }
         v
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
         launch_tile(
             self.name(),
             ctx,
             p,
             ops,
-            tile(
-                p.attn.head_dim,
-                ctx.overrides.attention.bwd_dq_keys,
-                ctx.overrides.attention.bwd_pingpong,
-            ),
+            o,
+            tile(p.attn.head_dim, o.bwd_dq_keys, o.bwd_pingpong),
         )
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        let d = p.attn.head_dim;
+        let mut v = wgmma_knobs(p, &tile(d, false, false));
+        if d == 128 {
+            v.push((Knob::DqKeys, 0));
+        }
+        v.push((Knob::Pingpong, 0));
+        v
     }
 }
 

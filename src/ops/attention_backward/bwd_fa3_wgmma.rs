@@ -7,6 +7,7 @@
 //! shared memory.
 
 use super::dq_fused::DqFused;
+use super::knobs::{Knob, Knobs};
 use super::tail::{self, TailPlan};
 use super::{
     bwd_prep, check_aligned, check_buffers, check_shape, refuse_window, AttentionBackwardKernel,
@@ -20,6 +21,7 @@ use crate::jit::KernelSpec;
 use crate::ops::attention::fa3_wgmma::{encode, map_shape};
 use crate::ops::attention::DTYPES;
 use crate::ops::gemm::DType;
+use crate::overrides::AttentionOverrides;
 
 pub struct BwdFa3Wgmma;
 
@@ -318,14 +320,24 @@ impl AttentionBackwardKernel for BwdFa3Wgmma {
     fn variants(&self, arch: &str) -> Vec<KernelSpec> {
         variants_of(arch, WgmmaBwdTile::for_dim)
     }
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
         launch_tile(
             self.name(),
             ctx,
             p,
             ops,
+            o,
             WgmmaBwdTile::for_dim(p.attn.head_dim),
         )
+    }
+    fn knobs(&self, p: &BackwardProblem) -> Knobs {
+        wgmma_knobs(p, &WgmmaBwdTile::for_dim(p.attn.head_dim))
     }
 }
 
@@ -359,25 +371,27 @@ pub fn variants_of(arch: &str, tile: impl Fn(usize) -> WgmmaBwdTile) -> Vec<Kern
     v
 }
 
-/// The three launches of a WGMMA backward of tile `t` (`name` for refusals).
+/// The three launches of a WGMMA backward of tile `t` under the knobs `o` (`name` for refusals).
 pub fn launch_tile(
     name: &str,
     ctx: &Context,
     p: &BackwardProblem,
     ops: &BackwardOperands,
+    o: &AttentionOverrides,
     t: WgmmaBwdTile,
 ) -> Result<()> {
-    launch_tile_writers(name, ctx, p, ops, t, None)
+    launch_tile_writers(name, ctx, p, ops, o, t, None)
 }
 
 /// [`launch_tile`] with the deterministic dQ writer warps a version asks for (`det_writers`:
 /// `bwd_fa3_ordered_w2`'s 2; `None`: `KILN_BWD_DET_WRITERS`'s choice), applied by
-/// [`launch_main`] to a writer tile's deterministic launch only.
+/// [`launch_main`] to a writer tile's launch only.
 pub fn launch_tile_writers(
     name: &str,
     ctx: &Context,
     p: &BackwardProblem,
     ops: &BackwardOperands,
+    o: &AttentionOverrides,
     t: WgmmaBwdTile,
     det_writers: Option<u32>,
 ) -> Result<()> {
@@ -387,17 +401,10 @@ pub fn launch_tile_writers(
     // KILN_BWD_TAIL: the last partial wave split, on `bwd_fa3_lookahead.cu`'s dense walk;
     // KILN_BWD_LPT: the causal blocks longest walk first (`bwd_fa3_tail`: both asked for)
     let sched = Sched {
-        split: tail_plan(ctx, p, &t),
-        lpt: match ctx.overrides.attention.bwd_lpt {
-            None if t.tail => Some(true),
-            knob => knob,
-        },
-        det_writers,
-        det_trace: 0,
-        rotate: false,
-        det_slots: None,
-        persist: false,
-        dq_parts: 1,
+        split: tail_plan(o, p, &t, ctx.info.sm_count),
+        lpt: wgmma_lpt(o, &t),
+        det_writers: det_writers.unwrap_or(o.bwd_det_writers),
+        ..Sched::of(o)
     };
     let t = WgmmaBwdTile {
         tail: sched.split.is_some(),
@@ -423,8 +430,9 @@ pub fn launch_tile_writers(
 /// How a launch puts its blocks on the SMs beyond the grid's order: `split`, the non-causal
 /// grid's last partial wave split into parts (`KILN_BWD_TAIL`, a 1D grid; [`super::tail`]);
 /// `lpt`, the causal blocks longest walk first (`KILN_BWD_LPT`; `None`: [`super::lpt`]'s rule);
-/// `det_writers`, the deterministic dQ writer warps a version asks for (`bwd_fa3_ordered_w2`: 2;
-/// `None`: `KILN_BWD_DET_WRITERS`); `det_trace`, a diagnostic's buffer of time stamps (only the
+/// `det_writers`, a writer tile's dQ writer warps (the version's ask, `bwd_fa3_ordered_w2`'s 2,
+/// else `KILN_BWD_DET_WRITERS`); `det_lpt`, the deterministic causal launch longest walk first
+/// (`KILN_BWD_DET_LPT`); `det_trace`, a diagnostic's buffer of time stamps (only the
 /// d256 ordered kernels compiled with `KILN_D256_TRACE` write it; 0 elsewhere); `rotate`, a
 /// non-deterministic, non-causal run on the rotated walks of the deterministic order
 /// (`bwd_fa3_d256_rotated`, a diagnostic: only the d256 ordered kernel reads it); `det_slots`,
@@ -434,7 +442,8 @@ pub fn launch_tile_writers(
 pub struct Sched {
     pub split: Option<TailPlan>,
     pub lpt: Option<bool>,
-    pub det_writers: Option<u32>,
+    pub det_writers: u32,
+    pub det_lpt: bool,
     pub det_trace: u64,
     pub rotate: bool,
     pub det_slots: Option<u32>,
@@ -449,12 +458,14 @@ pub struct Sched {
 }
 
 impl Sched {
-    /// The knobs' schedule with no split: what the versions without one launch with.
-    pub fn of(ctx: &Context) -> Sched {
+    /// The schedule the knobs `o` ask for with no split: what the versions without one launch
+    /// with.
+    pub fn of(o: &AttentionOverrides) -> Sched {
         Sched {
             split: None,
-            lpt: ctx.overrides.attention.bwd_lpt,
-            det_writers: None,
+            lpt: o.bwd_lpt,
+            det_writers: o.bwd_det_writers,
+            det_lpt: o.bwd_det_lpt,
             det_trace: 0,
             rotate: false,
             det_slots: None,
@@ -469,15 +480,56 @@ impl Sched {
 /// runs its grid whole, the old default's arrangement) and `t` is `bwd_fa3_lookahead.cu`'s dense
 /// walk without a writer: the key blocks of every key/value head and batch, each walking every
 /// query block of its group's heads.
-pub fn tail_plan(ctx: &Context, p: &BackwardProblem, t: &WgmmaBwdTile) -> Option<TailPlan> {
-    let knob = tail_knob(ctx.overrides.attention.bwd_tail, t.tail);
-    tail_plan_for(knob, p, t, ctx.info.sm_count)
+/// `sms`: the device's.
+pub fn tail_plan(
+    o: &AttentionOverrides,
+    p: &BackwardProblem,
+    t: &WgmmaBwdTile,
+    sms: u32,
+) -> Option<TailPlan> {
+    tail_plan_for(tail_knob(o.bwd_tail, t.tail), p, t, sms)
+}
+
+/// `KILN_BWD_LPT` as tile `t` takes it (`bwd_fa3_tail`'s tile asks for longest first; the others
+/// leave it to [`super::lpt`]'s rule).
+pub fn wgmma_lpt(o: &AttentionOverrides, t: &WgmmaBwdTile) -> Option<bool> {
+    match o.bwd_lpt {
+        None if t.tail => Some(true),
+        knob => knob,
+    }
+}
+
+/// The knobs a launch of tile `t` reads on `p` and the values they take unset: the causal order
+/// (not deterministic: `lpt_heads` ignores it there) and, on the dense walk, the split.
+pub fn wgmma_knobs(p: &BackwardProblem, t: &WgmmaBwdTile) -> Knobs {
+    let none = &AttentionOverrides::NONE;
+    let mut v = Vec::new();
+    if p.attn.causal && !p.deterministic {
+        let on = wgmma_lpt(none, t).unwrap_or_else(|| super::lpt::lpt_by_default(p));
+        v.push((Knob::Lpt, on as i64));
+    }
+    if splits(p, t) {
+        v.push((Knob::Tail, tail_knob(None, t.tail) as i64));
+    }
+    v
 }
 
 /// What `KILN_BWD_TAIL` (`knob`; unset: `None`) asks of a tile that asks for the split itself
 /// (`wants`) or not: 0 off, 1 the model's parts, 2-4 that many.
 pub fn tail_knob(knob: Option<u32>, wants: bool) -> u32 {
     knob.unwrap_or(wants as u32)
+}
+
+/// Whether `KILN_BWD_TAIL` can split `p`'s grid under tile `t`: `t` is `bwd_fa3_lookahead.cu`'s
+/// dense walk without a writer and `p` takes a split ([`tail::applies`]).
+pub fn splits(p: &BackwardProblem, t: &WgmmaBwdTile) -> bool {
+    let walk = t.dq == DqAdd::TensorTile
+        && t.ahead != Ahead::No
+        && !t.window
+        && !t.varlen
+        && t.det_writer == DetWriter::No
+        && !t.dq_late;
+    walk && tail::applies(p)
 }
 
 /// [`tail_plan`] with the knob resolved ([`tail_knob`]) on `sms` SMs.
@@ -487,13 +539,7 @@ pub fn tail_plan_for(
     t: &WgmmaBwdTile,
     sms: u32,
 ) -> Option<TailPlan> {
-    let walk = t.dq == DqAdd::TensorTile
-        && t.ahead != Ahead::No
-        && !t.window
-        && !t.varlen
-        && t.det_writer == DetWriter::No
-        && !t.dq_late;
-    if knob == 0 || !walk || !tail::applies(p) {
+    if knob == 0 || !splits(p, t) {
         return None;
     }
     let a = &p.attn;
@@ -584,16 +630,14 @@ pub fn launch_main(
         super::bwd_fa3_ordered_eager::det_args(
             &mut args,
             p,
-            &ctx.overrides.attention,
+            sched.det_lpt,
             (a.seqlen_kv as u32).div_ceil(bn),
             sched.det_slots.unwrap_or(ctx.info.sm_count),
             packed.is_none() && cluster == 1,
         );
     }
     if det_writer {
-        if let Some(w) = sched.det_writers {
-            args.det_writers = w as i32;
-        }
+        args.det_writers = sched.det_writers as i32;
     }
     // `bwd_fa3_d256_rotated`: the rotated walks (waves of one block a SM) with no order of adds
     // (on w2's kernel: its writers add without waiting)

@@ -20,6 +20,7 @@ pub mod bwd_fa3_wgmma;
 pub mod bwd_prep;
 pub mod det_schedule;
 pub mod dq_fused;
+pub mod knobs;
 pub mod lpt;
 pub mod problem;
 pub mod tail;
@@ -34,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::attention::{Window, DTYPES, WINDOW_UNBOUNDED};
 use crate::ops::gemm::alignment;
+use crate::overrides::AttentionOverrides;
 
 /// The device buffers of one backward call. O, dO and dQ have Q's layout, dK and dV K's; LSE is
 /// fp32 [B, H, Sq] as the forward writes it.
@@ -96,14 +98,31 @@ pub trait AttentionBackwardKernel: Send + Sync {
     /// preprocess and postprocess included.
     fn variants(&self, arch: &str) -> Vec<KernelSpec>;
     /// Enqueues the backward (every pass) on the context's stream, with the context's scratch
-    /// workspaces. Callers have validated `p`, checked the buffers and `supports`.
-    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()>;
+    /// workspaces and the run-time knobs `o` (the `KILN_BWD_*` ones it reads; [`Self::knobs`]).
+    /// Callers have validated `p`, checked the buffers and `supports`.
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()>;
+    /// [`Self::launch_knobs`] with the knobs the context gives this version on `p`: the
+    /// environment's, or the tuned config's where the environment sets none ([`knobs::resolve`]).
+    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+        self.launch_knobs(ctx, p, ops, &knobs::resolve(ctx, self.name(), p))
+    }
+    /// The knobs its launch reads on `p`, each with the value it takes unset: the space `kiln
+    /// tune attn --backward` searches (empty: nothing to tune on `p`).
+    fn knobs(&self, p: &BackwardProblem) -> knobs::Knobs {
+        let _ = p;
+        Vec::new()
+    }
     /// Whether the default choice (no version requested) may pick it: false for a version the
     /// GPU has not yet shown verified and faster than the one below it.
     fn by_default(&self) -> bool {
         true
     }
-    /// The same for `p`: `by_default()`, unless the version measured faster at some shapes only.
     /// How its launch would put `p` on `dev`'s SMs under the knobs `o` (`kiln plan --op
     /// attn-backward`): the grid, its split or order, a line each; empty where the version says
     /// nothing beyond its grid of key blocks.
@@ -111,10 +130,11 @@ pub trait AttentionBackwardKernel: Send + Sync {
         &self,
         _p: &BackwardProblem,
         _dev: &DeviceInfo,
-        _o: &crate::overrides::AttentionOverrides,
+        _o: &AttentionOverrides,
     ) -> Vec<String> {
         Vec::new()
     }
+    /// The same for `p`: `by_default()`, unless the version measured faster at some shapes only.
     fn by_default_for(&self, p: &BackwardProblem) -> bool {
         let _ = p;
         self.by_default()

@@ -158,7 +158,7 @@ pub fn launch_varlen(
         false,
         1,
         Some(grid),
-        Sched::of(ctx),
+        Sched::of(o),
     )
 }
 

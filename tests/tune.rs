@@ -302,14 +302,17 @@ fn several_gpus_get_one_worker_each_and_share_the_jobs() {
             .all(|o| o.reason.ends_with(&format!("GPU {}", o.gpu.unwrap()))),
         "{rows:?}"
     );
-    // Every measured candidate names its GPU; the leaders were timed again on GPU 0 alone.
+    // Every measured candidate names its GPU; the leaders were timed again on GPU 0 alone,
+    // together.
     let measured: Vec<_> = rows.iter().filter(|o| o.status == Status::Ok).collect();
     assert!(measured.iter().all(|o| o.gpu.is_some()), "{rows:?}");
     let mut leaders = measured.clone();
     leaders.sort_by(|a, b| a.time().total_cmp(&b.time()));
     let finalists = kiln::tune::run::FINALISTS.min(leaders.len());
     assert!(
-        leaders[..finalists].iter().all(|o| o.gpu == Some(0)),
+        leaders[..finalists]
+            .iter()
+            .all(|o| o.gpu == Some(0) && o.reason.starts_with("timed again with the")),
         "{rows:?}"
     );
 }
@@ -378,4 +381,83 @@ fn plan_follows_the_stores_tuned_config_unless_tuning_is_off() {
     let heuristic = config(&[("KILN_NO_TUNED", "1")]);
     assert_ne!(heuristic, tuned);
     assert!(heuristic.starts_with("BM=128,"), "{heuristic}");
+}
+
+/// `kiln tune attn --backward` (fake worker, no GPU): every version that takes the problem gets a
+/// run of its knobs, each best lands in the tuning cache under the backward's key, and the plan
+/// then runs the fastest with its knobs, or the rule's pick with `KILN_NO_TUNED=1`.
+#[test]
+fn tune_attn_backward_tunes_every_version_and_the_plan_follows_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kiln.db");
+    let shape = [
+        "--batch", "2", "--heads", "16", "--seqlen", "8192", "--dim", "128",
+    ];
+    let mut args = vec![
+        "--json",
+        "tune",
+        "attn",
+        "--backward",
+        "--search",
+        "exhaustive",
+    ];
+    args.extend(shape);
+    let o = kiln(&args, &store, &[("KILN_TUNE_FAKE", "wrong@1")]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("tune --json is JSON");
+    let runs = v["runs"].as_array().unwrap();
+    let versions: Vec<&str> = runs
+        .iter()
+        .map(|r| r["version"].as_str().unwrap())
+        .collect();
+    assert!(versions.contains(&"bwd_fa3_tail"), "{versions:?}");
+    assert!(versions.contains(&"bwd_fa2_mma_sync"), "{versions:?}");
+    // the default's space: the split's six settings, all timed (one planted wrong in the first run)
+    let tail = runs
+        .iter()
+        .find(|r| r["version"] == "bwd_fa3_tail")
+        .unwrap();
+    assert_eq!(tail["report"]["space_size"], 6, "{tail}");
+    // every run recorded, every best cached under the backward's key
+    let s = kiln::store::Store::open(&store).unwrap();
+    let cached = kiln::tune::cache::load_entries(s.conn()).unwrap();
+    assert_eq!(cached.len(), versions.len());
+    assert!(cached.keys().all(|k| k.op == "attention_backward"));
+    drop(s);
+    // every version's best timed again together; the plan runs the fastest of those with its
+    // knobs; untuned, the rule's pick
+    assert_eq!(v["timed_together"], true);
+    let together = v["versions"].as_array().unwrap();
+    assert_eq!(together.len(), versions.len());
+    let fastest = together
+        .iter()
+        .min_by(|a, b| {
+            let t = |r: &serde_json::Value| r["median_ms"].as_f64().unwrap();
+            t(a).total_cmp(&t(b))
+        })
+        .unwrap();
+    assert_eq!(v["dispatch"], fastest["version"]);
+    let plan = |envs: &[(&str, &str)]| {
+        let mut a = vec!["--json", "plan", "--op", "attn-backward"];
+        a.extend(shape);
+        let o = kiln(&a, &store, envs);
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("plan --json is JSON")
+    };
+    let tuned = plan(&[]);
+    assert_eq!(tuned["version"], fastest["version"]);
+    if fastest["config"] != "(no knobs)" {
+        assert_eq!(tuned["tuned_knobs"], fastest["config"], "{tuned}");
+    }
+    let untuned = plan(&[("KILN_NO_TUNED", "1")]);
+    assert_eq!(untuned["version"], "bwd_fa3_tail");
+    assert!(untuned["tuned_knobs"].is_null());
+    // the backward's flags belong to attn
+    let o = kiln(&["tune", "--backward", "--shape", "64"], &store, &[]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("kiln tune attn --backward"),
+        "{}",
+        text(&o)
+    );
 }

@@ -431,7 +431,8 @@ pub struct TuneArgs {
     /// The op to tune: gemm (the default; --shape) or attn (--batch --heads --seqlen --dim).
     #[arg(value_name = "OP")]
     pub target: Option<String>,
-    /// The version to tune (not needed with --resume; attention: fa3_wgmma by default).
+    /// The version to tune (not needed with --resume; attention: fa3_wgmma by default; the
+    /// backward: every version that takes the problem).
     #[arg(long)]
     pub version: Option<String>,
     #[command(flatten)]
@@ -439,6 +440,13 @@ pub struct TuneArgs {
     /// The attention problem of `kiln tune attn` (dtype and layout: --dtype, --layout BSHD|BHSD).
     #[command(flatten)]
     pub attn: super::attention::AttnShapeArgs,
+    /// attn: tune the backward (its versions' run-time knobs: the split's parts, the causal order,
+    /// ...) instead of the forward; without --version, every version that takes the problem.
+    #[arg(long)]
+    pub backward: bool,
+    /// With --backward: the deterministic mode's launches (dQ added in a fixed order).
+    #[arg(long, requires = "backward")]
+    pub deterministic: bool,
     /// auto (exhaustive when the space fits the budget), exhaustive, or evo (also: evolutionary,
     /// model: the surrogate-guided evolutionary search).
     #[arg(long, default_value = "auto")]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use kiln::device::{self, DeviceInfo};
 use kiln::error::{Error, Result};
 use kiln::ops::attention::AttentionProblem;
+use kiln::ops::attention_backward::BackwardProblem;
 use kiln::store::Store;
 use kiln::tune::landscape::Landscape;
 use kiln::tune::record::{self, TuningRun};
@@ -99,11 +100,21 @@ fn attention_problem(a: &TuneArgs) -> Result<AttentionProblem> {
     super::attention::attention_problem_of(&a.problem, &a.attn, "kiln tune attn")
 }
 
-/// The problem and version a fresh `kiln tune` names.
-fn requested(a: &TuneArgs) -> Result<(String, TuneProblem)> {
+/// The problem and version a fresh `kiln tune` names (the backward: `None`, every version that
+/// takes the problem, unless --version names one).
+fn requested(a: &TuneArgs) -> Result<(Option<String>, TuneProblem)> {
+    if a.backward && target_op(a)? != "attention" {
+        return Err(Error::invalid(
+            "--backward tunes the attention backward: use kiln tune attn --backward",
+        ));
+    }
     match target_op(a)? {
+        "attention" if a.backward => Ok((
+            a.version.clone(),
+            BackwardProblem::new(attention_problem(a)?, a.deterministic).into(),
+        )),
         "attention" => Ok((
-            a.version.clone().unwrap_or_else(|| "fa3_wgmma".into()),
+            Some(a.version.clone().unwrap_or_else(|| "fa3_wgmma".into())),
             attention_problem(a)?.into(),
         )),
         _ => {
@@ -124,7 +135,7 @@ fn requested(a: &TuneArgs) -> Result<(String, TuneProblem)> {
                 .ok_or_else(|| Error::invalid("kiln tune needs --version (or --resume RUN_ID)"))?;
             let problem = problem_from(&a.problem, None)?
                 .ok_or_else(|| Error::invalid("kiln tune needs --shape MxNxK"))?;
-            Ok((version, problem.into()))
+            Ok((Some(version), problem.into()))
         }
     }
 }
@@ -164,32 +175,241 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
         }
         None => {
             let (version, problem) = requested(a)?;
-            let spec = TuningRun {
-                id: 0,
-                command: std::env::args().collect::<Vec<_>>().join(" "),
-                op: problem.op().into(),
-                version,
-                problem,
-                device_name: None,
-                sm_count: None,
-                search: a.search.clone(),
-                seed: a.seed,
-                budget: a.budget.unwrap_or(0),
+            let Some(version) = version else {
+                return tune_every_backward(env, a, &store, problem, fake);
             };
-            (None, spec, HashMap::new())
+            (None, fresh_run(a, version, problem), HashMap::new())
         }
     };
+    let report = tune_one(env, a, &store, run_id, spec, known, fake, !env.json)?;
+    if env.json {
+        env.print_json(&json!({"run": report.run, "device": report.device, "problem": report.problem, "report": report.report}));
+    }
+    Ok(exit_if(report.report.best.is_none(), 1))
+}
+
+/// A fresh tuning run's request.
+fn fresh_run(a: &TuneArgs, version: String, problem: TuneProblem) -> TuningRun {
+    TuningRun {
+        id: 0,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        op: problem.op().into(),
+        version,
+        problem,
+        device_name: None,
+        sm_count: None,
+        search: a.search.clone(),
+        seed: a.seed,
+        budget: a.budget.unwrap_or(0),
+    }
+}
+
+/// One tuning run as it ended: its id in the store, the device, the problem and the report.
+#[derive(serde::Serialize)]
+struct RunReport {
+    run: Option<i64>,
+    version: String,
+    device: DeviceInfo,
+    problem: TuneProblem,
+    report: run::TuneReport,
+}
+
+/// The worker processes' spawner: this binary's `tune-worker`.
+fn spawner() -> Result<Spawner> {
+    let exe = std::env::current_exe().map_err(|source| Error::Io {
+        what: "finding the kiln binary",
+        path: "kiln".into(),
+        source,
+    })?;
+    Ok(Spawner {
+        exe,
+        args: Vec::new(),
+    })
+}
+
+/// The GPU a tuning run measures on (a stand-in H100 for the fake worker).
+fn tuning_device(fake: bool) -> Result<DeviceInfo> {
+    if fake {
+        return Ok(device_or_h100());
+    }
+    device::init()?;
+    DeviceInfo::query(0)
+}
+
+/// `kiln tune attn --backward` without --version: a tuning run of every version that takes the
+/// problem (each its own run in the store and its own cache entry), then the table of their
+/// best and the version the dispatch now runs (`Registry::select_attention_backward_tuned`).
+fn tune_every_backward(
+    env: &Env,
+    a: &TuneArgs,
+    store: &Option<Store>,
+    problem: TuneProblem,
+    fake: bool,
+) -> Result<ExitCode> {
+    let TuneProblem::AttentionBackward(p) = problem else {
+        return Err(Error::invalid(
+            "every version is tuned for the attention backward only",
+        ));
+    };
+    let dev = tuning_device(fake)?;
+    let versions: Vec<&'static str> = env
+        .registry
+        .attention_backward()
+        .iter()
+        .rev()
+        .filter(|k| k.supports(&p, &dev).is_ok())
+        .map(|k| k.name())
+        .collect();
+    if versions.is_empty() {
+        env.registry.select_attention_backward(&p, &dev, None)?;
+    }
+    if !env.json {
+        eprintln!(
+            "tuning the {} backward versions that take {}: {}",
+            versions.len(),
+            p.label(),
+            versions.join(", ")
+        );
+    }
+    let mut runs = Vec::new();
+    for v in versions {
+        let spec = fresh_run(a, v.to_string(), problem);
+        runs.push(tune_one(
+            env,
+            a,
+            store,
+            None,
+            spec,
+            HashMap::new(),
+            fake,
+            false,
+        )?);
+    }
+    // Every version's best timed again together, one launch of each a round: the versions'
+    // runs ran at their own clocks (±5 % apart on an H200), and the dispatch compares the
+    // versions' cached TFLOPS.
+    let entries: Vec<run::Entry> = runs
+        .iter()
+        .filter_map(|r| {
+            r.report.best.as_ref().map(|b| run::Entry {
+                version: r.version.clone(),
+                config: b.config.clone(),
+                median_ms: b.time(),
+            })
+        })
+        .collect();
+    let spawner = spawner()?;
+    let together = run::Together {
+        problem,
+        spawner: &spawner,
+        timeout_floor: Duration::from_secs_f64(a.timeout_floor.max(0.1)),
+        warmup: a.warmup,
+        reps: a.reps.max(1),
+    };
+    let ordinal = gpus(&a.gpus, fake)?[0];
+    let times = if entries.len() > 1 {
+        together.time(&mut None, ordinal, &entries, &mut 0)
+    } else {
+        None
+    };
+    let mut table = kiln::ops::tuned::TunedTable::empty();
+    let mut rows: Vec<(String, String, Option<f64>, Option<i64>)> = Vec::new();
+    for r in &runs {
+        let i = entries.iter().position(|e| e.version == r.version);
+        let ms = match (i, &times) {
+            (Some(i), Some(t)) => Some(t[i]),
+            (Some(i), None) => Some(entries[i].median_ms),
+            (None, _) => None,
+        };
+        let config = r.report.best.as_ref().map(|b| b.config.clone());
+        if let (Some(c), Some(ms)) = (&config, ms) {
+            let tflops = Some(problem.flops() / (ms * 1e-3) / 1e12);
+            let key = cache::key_of(&dev, &r.version, &problem);
+            if let Some(s) = store {
+                cache::save(s.conn(), &key, c, tflops, r.run)?;
+            }
+            table.insert(key, c.clone(), tflops);
+        }
+        let label = match &config {
+            Some(c) if c.0.is_empty() => "(no knobs)".to_string(),
+            Some(c) => c.label(),
+            None => String::new(),
+        };
+        rows.push((r.version.clone(), label, ms, r.run));
+    }
+    let untuned = env
+        .registry
+        .select_attention_backward(&p, &dev, None)?
+        .name();
+    let pick = env
+        .registry
+        .select_attention_backward_tuned(&p, &dev, &table, None)?
+        .name();
+    let found = runs.iter().any(|r| r.report.best.is_some());
+    let together_json: Vec<_> = rows
+        .iter()
+        .map(|(v, c, ms, run)| json!({"version": v, "config": c, "median_ms": ms, "run": run}))
+        .collect();
+    if env.json {
+        env.print_json(&json!({"device": dev, "problem": problem, "runs": runs, "versions": together_json, "timed_together": times.is_some(), "dispatch": pick, "untuned_dispatch": untuned}));
+        return Ok(exit_if(!found, 1));
+    }
+    println!(
+        "backward versions tuned for {} on {} ({} SMs), each one's best {}:",
+        p.label(),
+        dev.name,
+        dev.sm_count,
+        if times.is_some() {
+            "timed again together, one launch of each a round"
+        } else {
+            "as its own run timed it"
+        }
+    );
+    rows.sort_by(|x, y| {
+        x.2.unwrap_or(f64::INFINITY)
+            .total_cmp(&y.2.unwrap_or(f64::INFINITY))
+    });
+    for (v, c, ms, run) in &rows {
+        let line = match ms {
+            Some(t) => format!(
+                "{t:.4} ms  {:>6.1} TFLOPS  {c}",
+                problem.flops() / (t * 1e-3) / 1e12
+            ),
+            None => "no candidate verified and timed".into(),
+        };
+        let run = run.map(|id| format!("  (run {id})")).unwrap_or_default();
+        println!("  {v:<26} {line}{run}");
+    }
+    let saved = if store.is_some() {
+        "with the tuning cache saved"
+    } else {
+        "with these results (--no-store saved none)"
+    };
+    println!("the dispatch runs {pick} {saved} (untuned: {untuned})");
+    Ok(exit_if(!found, 1))
+}
+
+/// One tuning run of `spec` (fresh, or resuming `run_id` with the outcomes `known`), recorded in
+/// `store` and its best saved in the tuning cache; the report printed when `print`.
+#[allow(clippy::too_many_arguments)]
+fn tune_one(
+    env: &Env,
+    a: &TuneArgs,
+    store: &Option<Store>,
+    run_id: Option<i64>,
+    spec: TuningRun,
+    known: HashMap<Config, Outcome>,
+    fake: bool,
+    print: bool,
+) -> Result<RunReport> {
     let p: TuneProblem = spec.problem;
     let kernel = Target::find(&env.registry, &spec.version, &p)?;
-    let dev: DeviceInfo = if fake {
-        device_or_h100()
-    } else {
-        device::init()?;
+    let dev = tuning_device(fake)?;
+    if !fake {
         // The workers would each find the problem too big: say so once, before any starts
         // (the context is released before they open theirs).
         spec.problem.ensure_fits(&env.context()?)?;
-        DeviceInfo::query(0)?
-    };
+    }
     kernel
         .supports(&p, &dev)
         .map_err(|reason| Error::Unsupported {
@@ -215,7 +435,7 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
         )
     };
     let gpus = gpus(&a.gpus, fake)?;
-    let run_id = match (&store, run_id) {
+    let run_id = match (store, run_id) {
         (Some(s), None) => Some(record::begin(
             s.conn(),
             &TuningRun {
@@ -232,11 +452,6 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
         )?),
         (_, id) => id,
     };
-    let exe = std::env::current_exe().map_err(|source| Error::Io {
-        what: "finding the kiln binary",
-        path: "kiln".into(),
-        source,
-    })?;
     let req = run::TuneRequest {
         target: kernel,
         problem: p,
@@ -244,10 +459,7 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
         strategy,
         budget,
         gpus: gpus.clone(),
-        spawner: Spawner {
-            exe,
-            args: Vec::new(),
-        },
+        spawner: spawner()?,
         timeout_floor: Duration::from_secs_f64(a.timeout_floor.max(0.1)),
         warmup: a.warmup,
         reps: a.reps.max(1),
@@ -255,7 +467,7 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     };
     if !env.json {
         eprintln!(
-            "tuning {} on {} ({} SMs) for {}: {} search, {budget} of {size} configs, {} worker(s){}",
+            "tuning {} on {} ({} SMs) for {}: {} search, {budget} of {size} config(s), {} worker(s){}",
             kernel.name(),
             dev.name,
             dev.sm_count,
@@ -280,7 +492,7 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     const PARTIAL: usize = 50;
     let mut so_far: Vec<Outcome> = Vec::new();
     let report = run::tune(&req, &jit, |o, fresh| {
-        if let (Some(s), Some(id), true) = (&store, run_id, fresh) {
+        if let (Some(s), Some(id), true) = (store, run_id, fresh) {
             record::record(s.conn(), id, o)?;
         }
         if let Some(path) = &a.landscape {
@@ -309,13 +521,13 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     let report = match report {
         Ok(r) => r,
         Err(e) => {
-            if let (Some(s), Some(id)) = (&store, run_id) {
+            if let (Some(s), Some(id)) = (store, run_id) {
                 let _ = record::finish(s.conn(), id, "failed");
             }
             return Err(e);
         }
     };
-    if let (Some(s), Some(id)) = (&store, run_id) {
+    if let (Some(s), Some(id)) = (store, run_id) {
         record::finish(s.conn(), id, "ok")?;
         // (The test-only planted version has nothing worth caching.)
         if let Some(b) = report
@@ -335,12 +547,16 @@ pub fn tune(env: &Env, a: &TuneArgs) -> Result<ExitCode> {
     if let Some(path) = &a.landscape {
         landscape(report.outcomes.clone()).save(path)?;
     }
-    if env.json {
-        env.print_json(&json!({"run": run_id, "device": dev, "problem": p, "report": report}));
-    } else {
+    if print {
         report::print_report(&report, a.top, run_id);
     }
-    Ok(exit_if(report.best.is_none(), 1))
+    Ok(RunReport {
+        run: run_id,
+        version: kernel.name().into(),
+        device: dev,
+        problem: p,
+        report,
+    })
 }
 
 pub fn worker(env: &Env, a: &TuneWorkerArgs) -> Result<ExitCode> {
@@ -381,7 +597,7 @@ mod tests {
             "attn", "--batch", "4", "--heads", "16", "--seqlen", "4096", "--dim", "128", "--causal",
         ]);
         let (version, p) = requested(&a).unwrap();
-        assert_eq!(version, "fa3_wgmma");
+        assert_eq!(version.as_deref(), Some("fa3_wgmma"));
         let TuneProblem::Attention(q) = p else {
             panic!("{p:?}")
         };
@@ -402,6 +618,26 @@ mod tests {
                 .contains("kiln tune attn")
         );
         assert!(err(&["conv"]).contains("gemm and attn"));
+        // the backward: every version unless one is named; the deterministic mode kept
+        let b = tune_args(&[
+            "attn",
+            "--backward",
+            "--deterministic",
+            "--batch",
+            "1",
+            "--heads",
+            "16",
+            "--seqlen",
+            "16384",
+            "--dim",
+            "256",
+        ]);
+        let (version, p) = requested(&b).unwrap();
+        assert_eq!(version, None);
+        assert!(
+            matches!(p, TuneProblem::AttentionBackward(q) if q.deterministic && q.attn.head_dim == 256)
+        );
+        assert!(err(&["--backward", "--shape", "64"]).contains("kiln tune attn --backward"));
         let bhsd = tune_args(&[
             "attention",
             "--batch",

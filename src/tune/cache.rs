@@ -1,5 +1,5 @@
 //! The tuning cache: the best config per (GPU name, SM count, op, version, dtype pair, layout,
-//! shape class; attention: head dim, mask, lengths and batch x heads), kept in the store's
+//! shape class; attention and its backward: head dim, mask, lengths and batch x heads), kept in the store's
 //! `tuning_cache` table. The lab reads it into a [`TunedTable`] that it gives its contexts (the
 //! CLI unless `KILN_NO_TUNED=1`); the ops look tuned configs up only there.
 
@@ -19,6 +19,7 @@ pub fn key_of(dev: &DeviceInfo, version: &str, p: &TuneProblem) -> TuneKey {
     match p {
         TuneProblem::Gemm(q) => TuneKey::new(dev, "gemm", version, q),
         TuneProblem::Attention(q) => TuneKey::attention(dev, version, q),
+        TuneProblem::AttentionBackward(q) => TuneKey::attention_backward(dev, version, q),
     }
 }
 

@@ -25,7 +25,11 @@ use crate::device::{Context, DeviceInfo};
 use crate::error::Result;
 use crate::jit::KernelSpec;
 use crate::ops::attention::{AttentionKernel, AttentionOperands, AttentionProblem};
+use crate::ops::attention_backward::{
+    knobs, AttentionBackwardKernel, BackwardOperands, BackwardProblem,
+};
 use crate::ops::gemm::{GemmKernel, GemmOperands, GemmProblem};
+use crate::overrides::AttentionOverrides;
 use space::{Config, ParamSpace};
 
 /// How one candidate ended.
@@ -200,6 +204,47 @@ impl AttentionKernel for AttnConfigured<'_> {
     }
     fn space(&self, p: &AttentionProblem, dev: &DeviceInfo) -> Option<ParamSpace> {
         self.inner.space(p, dev)
+    }
+}
+
+/// An attention backward version pinned to one config of its knobs: every launch runs them laid
+/// over the environment's ([`knobs::apply`]), whatever the tuned table says.
+pub struct BwdConfigured<'a> {
+    pub inner: &'a dyn AttentionBackwardKernel,
+    pub config: Config,
+}
+
+impl AttentionBackwardKernel for BwdConfigured<'_> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn summary(&self) -> &'static str {
+        self.inner.summary()
+    }
+    fn rung(&self) -> u32 {
+        self.inner.rung()
+    }
+    fn supports(&self, p: &BackwardProblem, dev: &DeviceInfo) -> std::result::Result<(), String> {
+        self.inner.supports(p, dev)
+    }
+    fn variants(&self, arch: &str) -> Vec<KernelSpec> {
+        self.inner.variants(arch)
+    }
+    fn launch_knobs(
+        &self,
+        ctx: &Context,
+        p: &BackwardProblem,
+        ops: &BackwardOperands,
+        o: &AttentionOverrides,
+    ) -> Result<()> {
+        self.inner.launch_knobs(ctx, p, ops, o)
+    }
+    fn launch(&self, ctx: &Context, p: &BackwardProblem, ops: &BackwardOperands) -> Result<()> {
+        let o = knobs::apply(&ctx.overrides.attention, &self.config);
+        self.inner.launch_knobs(ctx, p, ops, &o)
+    }
+    fn knobs(&self, p: &BackwardProblem) -> knobs::Knobs {
+        self.inner.knobs(p)
     }
 }
 

@@ -16,7 +16,7 @@ use super::search::{search_from, Strategy};
 use super::space::{Config, ParamSpace};
 use super::target::{Target, TuneProblem};
 use super::watchdog::{Spawner, WorkerHandle};
-use super::worker::{Job, JobResult};
+use super::worker::{Job, JobResult, Rival};
 use super::{Outcome, Status};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
@@ -47,6 +47,9 @@ pub struct TuneReport {
     /// Every candidate, in evaluation order.
     pub outcomes: Vec<Outcome>,
     pub best: Option<Outcome>,
+    /// The leaders timed again together at the end (one launch of each a round), the best
+    /// among them: their times are of one clock, the others' of the search's.
+    pub together: Vec<Config>,
     pub space_size: usize,
     /// Median NVRTC time of one candidate (compiled cold in this run, or when first cached).
     pub cold_compile_median_ms: Option<f64>,
@@ -100,7 +103,8 @@ enum Event {
     Measured(usize, u32, JobResult),
 }
 
-/// Candidates timed again on one GPU at the end of a run spread over several.
+/// The leaders timed again together (one launch of each a round) at the end of a run, besides the
+/// baseline.
 pub const FINALISTS: usize = 4;
 
 /// Runs the tuning; `on_result(outcome, fresh)` sees every outcome at once (`fresh` = measured in
@@ -187,38 +191,43 @@ pub fn tune(
         .filter(timed)
         .min_by(|a, b| a.time().total_cmp(&b.time()))
         .cloned();
-    // With several GPUs a time also depends on which GPU measured it (on 4 H200s, 4 % between
-    // the fastest and the slowest): the leaders are timed again on the first GPU alone, and
-    // the best is the best of those times.
-    if req.gpus.len() > 1 {
-        let mut leaders: Vec<Outcome> = outcomes.iter().filter(timed).cloned().collect();
-        leaders.sort_by(|a, b| a.time().total_cmp(&b.time()));
-        leaders.truncate(FINALISTS);
-        if leaders.len() > 1 {
-            let batch: Vec<Config> = leaders.iter().map(|o| o.config.clone()).collect();
-            let all: Vec<usize> = (0..batch.len()).collect();
-            // A guard of its own: the first one would call each leader a duplicate of itself.
-            let again = run_batch(
-                req,
-                &Guard::new(jit, req.dev.clone()),
-                &space,
-                &arch,
-                &batch,
-                &all,
-                &mut workers[..1],
-                &mut None,
-                &mut next_id,
-                &mut |o| on_result(o, true),
-            )?;
-            for (_, o) in &again {
+    // The leaders are timed again on the first GPU, one launch of each a round, so that their
+    // ratios are read at one clock: an H200 at its power cap drifts ±5 % within a process, more
+    // than the attention backward's knobs move it (its tuned split measured 1.03x the default's
+    // alone and 0.98x in the next process, 2026-12-02), and with several GPUs a time also
+    // depends on the GPU (4 % between the fastest and the slowest of 4 H200s). The baseline
+    // joins them: a config replaces the untuned one only by beating it at the same clock.
+    let mut leaders: Vec<Outcome> = outcomes.iter().filter(timed).cloned().collect();
+    leaders.sort_by(|a, b| a.time().total_cmp(&b.time()));
+    leaders.truncate(FINALISTS);
+    if let Some(b) = start
+        .first()
+        .and_then(|c| outcomes.iter().filter(timed).find(|o| &o.config == c))
+    {
+        if !leaders.iter().any(|o| o.config == b.config) {
+            leaders.push(b.clone());
+        }
+    }
+    let mut together = Vec::new();
+    if leaders.len() > 1 {
+        if let Some(ms) = time_together(req, &mut workers[0], req.gpus[0], &leaders, &mut next_id) {
+            let (flops, n) = (req.problem.flops(), leaders.len());
+            for (o, t) in leaders.iter_mut().zip(ms) {
+                o.median_ms = Some(t);
+                o.tflops = Some(flops / (t * 1e-3) / 1e12);
+                o.gpu = Some(req.gpus[0]);
+                o.reason = format!(
+                    "timed again with the {n} leaders, one launch of each a round, on GPU {}",
+                    req.gpus[0]
+                );
+                on_result(o, true)?;
                 if let Some(old) = outcomes.iter_mut().find(|x| x.config == o.config) {
                     *old = o.clone();
                 }
             }
-            best = again
+            together = leaders.iter().map(|o| o.config.clone()).collect();
+            best = leaders
                 .into_iter()
-                .map(|(_, o)| o)
-                .filter(|o| o.status == Status::Ok && o.median_ms.is_some())
                 .min_by(|a, b| a.time().total_cmp(&b.time()));
         }
     }
@@ -233,10 +242,108 @@ pub fn tune(
         cold_compile_cpu_median_ms: cold_cpu.get(cold_cpu.len() / 2).copied(),
         warm_start_ms,
         best,
+        together,
         outcomes,
         space_size,
         wall_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// `leaders` (verified and timed) timed again together on the worker in `slot` (GPU `ordinal`):
+/// their medians in order, or `None` where the job did not end with every time (the search's
+/// times stand then).
+fn time_together(
+    req: &TuneRequest,
+    slot: &mut Option<WorkerHandle>,
+    ordinal: u32,
+    leaders: &[Outcome],
+    next_id: &mut u64,
+) -> Option<Vec<f64>> {
+    let entries: Vec<Entry> = leaders
+        .iter()
+        .map(|o| Entry {
+            version: req.target.name().into(),
+            config: o.config.clone(),
+            median_ms: o.median_ms.unwrap_or(f64::INFINITY),
+        })
+        .collect();
+    let together = Together {
+        problem: req.problem,
+        spawner: &req.spawner,
+        timeout_floor: req.timeout_floor,
+        warmup: req.warmup,
+        reps: req.reps,
+    };
+    together.time(slot, ordinal, &entries, next_id)
+}
+
+/// One version's config and its median so far, to be timed beside others.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub version: String,
+    pub config: Config,
+    pub median_ms: f64,
+}
+
+/// Configs of one problem, of one version or several, timed together in one worker job: one
+/// launch of each a round after the warm-up, every median read at one clock.
+pub struct Together<'a> {
+    pub problem: TuneProblem,
+    pub spawner: &'a Spawner,
+    pub timeout_floor: Duration,
+    pub warmup: usize,
+    pub reps: usize,
+}
+
+impl Together<'_> {
+    /// The medians of `entries` in order, timed on the worker in `slot` (spawned on GPU
+    /// `ordinal` if empty), or `None` where the job did not end with every time.
+    pub fn time(
+        &self,
+        slot: &mut Option<WorkerHandle>,
+        ordinal: u32,
+        entries: &[Entry],
+        next_id: &mut u64,
+    ) -> Option<Vec<f64>> {
+        let (first, rest) = entries.split_first()?;
+        let job = Job {
+            id: *next_id,
+            version: first.version.clone(),
+            config: first.config.clone(),
+            problem: self.problem,
+            verify: Vec::new(),
+            // (the watchdog's deadline scales with one launch: here a round of every entry)
+            best_ms: Some(
+                entries
+                    .iter()
+                    .map(|e| e.median_ms)
+                    .filter(|t| t.is_finite())
+                    .sum(),
+            ),
+            warmup: self.warmup,
+            reps: self.reps,
+            rivals: rest
+                .iter()
+                .map(|e| Rival {
+                    version: (e.version != first.version).then(|| e.version.clone()),
+                    config: e.config.clone(),
+                })
+                .collect(),
+        };
+        *next_id += 1;
+        let handle = match slot.take() {
+            Some(h) => h,
+            None => self.spawner.spawn(ordinal).ok()?,
+        };
+        let (r, h) = handle.run(&job, self.timeout_floor);
+        *slot = h;
+        match (r.status, r.median_ms) {
+            (Status::Ok, Some(t)) if r.rivals_ms.len() == rest.len() => {
+                Some(std::iter::once(t).chain(r.rivals_ms).collect())
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Time to load every timed candidate's CUBIN from the JIT cache (all hits by now).
@@ -318,6 +425,7 @@ fn run_batch(
                         median_ms: None,
                         tflops: None,
                         fatal: true,
+                        rivals_ms: Vec::new(),
                     },
                 };
                 // Update the best here too, before the next job is taken (the main thread may
@@ -350,6 +458,7 @@ fn run_batch(
                         best_ms: *best,
                         warmup: req.warmup,
                         reps: req.reps,
+                        rivals: Vec::new(),
                     };
                     *next_id += 1;
                     if let Some(tx) = &job_tx {

@@ -1,5 +1,5 @@
-//! What a tuning run tunes: one version of one op (GEMM or attention) and the problem it is tuned
-//! for. The run, the worker, landscapes and the cache see the ops only through these two types.
+//! What a tuning run tunes: one version of one op (GEMM, attention or its backward) and the
+//! problem it is tuned for. The run, the worker, landscapes and the cache see the ops only through these two types.
 
 use serde::{Deserialize, Serialize};
 
@@ -8,6 +8,7 @@ use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::jit::KernelSpec;
 use crate::ops::attention::{AttentionKernel, AttentionProblem};
+use crate::ops::attention_backward::{knobs, AttentionBackwardKernel, BackwardProblem};
 use crate::ops::gemm::{GemmKernel, GemmProblem};
 use crate::ops::registry::Registry;
 
@@ -17,6 +18,8 @@ use crate::ops::registry::Registry;
 #[serde(untagged)]
 pub enum TuneProblem {
     Gemm(GemmProblem),
+    /// (Before `Attention`: an untagged enum tries its variants in order.)
+    AttentionBackward(BackwardProblem),
     Attention(AttentionProblem),
 }
 
@@ -32,18 +35,26 @@ impl From<AttentionProblem> for TuneProblem {
     }
 }
 
+impl From<BackwardProblem> for TuneProblem {
+    fn from(p: BackwardProblem) -> Self {
+        TuneProblem::AttentionBackward(p)
+    }
+}
+
 impl TuneProblem {
     /// The op name the store and the cache key use.
     pub fn op(&self) -> &'static str {
         match self {
             TuneProblem::Gemm(_) => "gemm",
             TuneProblem::Attention(_) => "attention",
+            TuneProblem::AttentionBackward(_) => "attention_backward",
         }
     }
     pub fn label(&self) -> String {
         match self {
             TuneProblem::Gemm(p) => p.label(),
             TuneProblem::Attention(p) => p.label(),
+            TuneProblem::AttentionBackward(p) => format!("backward of {}", p.label()),
         }
     }
     /// What timing a candidate on the problem needs: its bench's memory.
@@ -52,6 +63,7 @@ impl TuneProblem {
         match self {
             TuneProblem::Gemm(p) => memory::plan_bench(p, info),
             TuneProblem::Attention(p) => memory::plan_attention_bench(p, info),
+            TuneProblem::AttentionBackward(p) => memory::plan_backward_bench(p, info),
         }
     }
 
@@ -65,12 +77,14 @@ impl TuneProblem {
         match self {
             TuneProblem::Gemm(p) => p.flops(),
             TuneProblem::Attention(p) => p.flops(),
+            TuneProblem::AttentionBackward(p) => p.flops(),
         }
     }
     pub fn validate(&self) -> Result<()> {
         match self {
             TuneProblem::Gemm(p) => p.validate(),
             TuneProblem::Attention(p) => p.validate(),
+            TuneProblem::AttentionBackward(p) => p.validate(),
         }
     }
     /// The problems a candidate is verified on before it is timed (in order).
@@ -83,6 +97,11 @@ impl TuneProblem {
             TuneProblem::Attention(p) => attention_verify_problems(p)
                 .into_iter()
                 .map(TuneProblem::Attention)
+                .collect(),
+            // (the small problem's few key blocks are one partial wave: a split config splits it)
+            TuneProblem::AttentionBackward(p) => attention_verify_problems(&p.attn)
+                .into_iter()
+                .map(|a| TuneProblem::AttentionBackward(BackwardProblem { attn: a, ..*p }))
                 .collect(),
         }
     }
@@ -139,6 +158,9 @@ pub fn attention_verify_problems(p: &AttentionProblem) -> Vec<AttentionProblem> 
 pub enum Target<'a> {
     Gemm(&'a dyn GemmKernel),
     Attention(&'a dyn AttentionKernel),
+    /// Its space: the run-time knobs its launch reads on the problem (one empty config where it
+    /// reads none, so that every version can be timed and cached).
+    AttentionBackward(&'a dyn AttentionBackwardKernel),
 }
 
 impl<'a> Target<'a> {
@@ -147,12 +169,16 @@ impl<'a> Target<'a> {
         Ok(match p {
             TuneProblem::Gemm(_) => Target::Gemm(registry.gemm_version(name)?),
             TuneProblem::Attention(_) => Target::Attention(registry.attention_version(name)?),
+            TuneProblem::AttentionBackward(_) => {
+                Target::AttentionBackward(registry.attention_backward_version(name)?)
+            }
         })
     }
     pub fn name(&self) -> &'static str {
         match self {
             Target::Gemm(k) => k.name(),
             Target::Attention(k) => k.name(),
+            Target::AttentionBackward(k) => k.name(),
         }
     }
     fn mismatch(&self, p: &TuneProblem) -> String {
@@ -163,6 +189,7 @@ impl<'a> Target<'a> {
         match (self, p) {
             (Target::Gemm(k), TuneProblem::Gemm(q)) => k.supports(q, dev),
             (Target::Attention(k), TuneProblem::Attention(q)) => k.supports(q, dev),
+            (Target::AttentionBackward(k), TuneProblem::AttentionBackward(q)) => k.supports(q, dev),
             _ => Err(self.mismatch(p)),
         }
     }
@@ -170,6 +197,9 @@ impl<'a> Target<'a> {
         match (self, p) {
             (Target::Gemm(k), TuneProblem::Gemm(q)) => k.space(q, dev),
             (Target::Attention(k), TuneProblem::Attention(q)) => k.space(q, dev),
+            (Target::AttentionBackward(k), TuneProblem::AttentionBackward(q)) => {
+                Some(knobs::space(&k.knobs(q)))
+            }
             _ => None,
         }
     }
@@ -184,6 +214,9 @@ impl<'a> Target<'a> {
         match (self, p) {
             (Target::Gemm(k), TuneProblem::Gemm(q)) => k.baseline(q, dev),
             (Target::Attention(k), TuneProblem::Attention(q)) => k.baseline(q, dev),
+            (Target::AttentionBackward(k), TuneProblem::AttentionBackward(q)) => {
+                Some(knobs::baseline(&k.knobs(q)))
+            }
             _ => None,
         }
     }
@@ -191,6 +224,7 @@ impl<'a> Target<'a> {
         match (self, p) {
             (Target::Gemm(k), TuneProblem::Gemm(q)) => k.spec_for(arch, q, cfg),
             (Target::Attention(k), TuneProblem::Attention(q)) => k.spec_for(arch, q, cfg),
+            // (run-time knobs: every config runs the kernels the launch picks, compiled there)
             _ => None,
         }
     }
@@ -217,6 +251,19 @@ mod tests {
         let back: TuneProblem = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
         assert_eq!(back, a);
         assert_eq!((a.op(), TuneProblem::Gemm(g).op()), ("attention", "gemm"));
+        // the backward's problem reads back as itself, not as the forward's
+        let b = TuneProblem::AttentionBackward(BackwardProblem::new(
+            AttentionProblem::new(2, 16, 8192, 128),
+            true,
+        ));
+        let back: TuneProblem = serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
+        assert_eq!(back, b);
+        assert_eq!(b.op(), "attention_backward");
+        // verified on the small problem of its class, deterministic kept
+        let v = b.verify_problems();
+        assert!(
+            matches!(v[0], TuneProblem::AttentionBackward(q) if q.deterministic && q.attn.seqlen_q == 333)
+        );
     }
 
     #[test]

@@ -18,14 +18,21 @@ use serde::{Deserialize, Serialize};
 use super::search::far_behind;
 use super::space::Config;
 use super::target::{Target, TuneProblem};
-use super::{AttnConfigured, Configured, Status};
+use super::{AttnConfigured, BwdConfigured, Configured, Status};
 use crate::device::Context;
 use crate::error::{Error, Result};
+use crate::harness::attention::backward_bench::{time_backward, BackwardBuffers};
+use crate::harness::attention::backward_verify::verify_backward;
 use crate::harness::attention::bench::{time_attention, AttnBuffers};
 use crate::harness::attention::verify::verify_attention;
-use crate::harness::bench::{time_gemm, BenchBuffers, BenchOptions, L2Flusher};
+use crate::harness::bench::{
+    sample_interleaved, time_gemm, BenchBuffers, BenchOptions, L2Flusher, Summary,
+};
 use crate::harness::verify::verify_gemm;
 use crate::jit::Jit;
+use crate::ops::attention::AttentionKernel;
+use crate::ops::attention_backward::AttentionBackwardKernel;
+use crate::ops::gemm::GemmKernel;
 use crate::ops::registry::Registry;
 use crate::ops::tuned::TunedTable;
 use crate::overrides::Overrides;
@@ -48,6 +55,19 @@ pub struct Job {
     pub best_ms: Option<f64>,
     pub warmup: usize,
     pub reps: usize,
+    /// Configs (already verified) to time beside `config`, one launch of each a round, so that
+    /// their ratios are read at one clock: a run's leaders timed again, or every version's best
+    /// ([`super::run`]). Empty: verify and time `config` alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rivals: Vec<Rival>,
+}
+
+/// A config of `version` (the job's own where `None`) timed beside a job's config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rival {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    pub config: Config,
 }
 
 /// The worker's answer to one job.
@@ -60,6 +80,9 @@ pub struct JobResult {
     pub tflops: Option<f64>,
     /// The worker's context is unusable after this job (it exits after answering).
     pub fatal: bool,
+    /// The rivals' medians, in the job's order (`median_ms` is `config`'s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rivals_ms: Vec<f64>,
 }
 
 impl JobResult {
@@ -72,6 +95,7 @@ impl JobResult {
             median_ms: None,
             tflops: None,
             fatal,
+            rivals_ms: Vec::new(),
         }
     }
 }
@@ -89,15 +113,7 @@ fn fake_answer(fake: &Fake, job: &Job, ordinal: u32) -> JobResult {
     if fake.wrong.contains(&job.id) {
         return JobResult::failed(job.id, Status::Wrong, "fake: planted wrong result", false);
     }
-    // A deterministic synthetic time per config.
-    let h = job
-        .config
-        .label()
-        .bytes()
-        .fold(1469598103934665603u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(1099511628211)
-        });
-    let ms = 1.0 + (h % 1000) as f64 / 1000.0;
+    let ms = fake_ms(&job.config);
     JobResult {
         id: job.id,
         status: Status::Ok,
@@ -105,7 +121,16 @@ fn fake_answer(fake: &Fake, job: &Job, ordinal: u32) -> JobResult {
         median_ms: Some(ms),
         tflops: Some(job.problem.flops() / (ms * 1e-3) / 1e12),
         fatal: false,
+        rivals_ms: job.rivals.iter().map(|r| fake_ms(&r.config)).collect(),
     }
+}
+
+/// The fake worker's time of `config`: a deterministic hash of its label, 1 to 2 ms.
+fn fake_ms(config: &Config) -> f64 {
+    let h = config.label().bytes().fold(1469598103934665603u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(1099511628211)
+    });
+    1.0 + (h % 1000) as f64 / 1000.0
 }
 
 /// The worker loop: answers every job on `input` until it closes (or the context dies, after
@@ -161,7 +186,7 @@ pub fn serve(
                     gpu.as_mut(),
                     Target::find(&registry, &job.version, &job.problem),
                 ) {
-                    (Some(g), Ok(k)) => g.run(k, &job),
+                    (Some(g), Ok(k)) => g.run(&registry, k, &job),
                     (_, Err(e)) => JobResult::failed(job.id, Status::Error, e.to_string(), false),
                     (None, _) => JobResult::failed(job.id, Status::Error, "no GPU", true),
                 }
@@ -186,6 +211,8 @@ fn answer(out: &mut impl Write, r: &JobResult) -> Result<()> {
 enum Buffers {
     Gemm(BenchBuffers),
     Attention(AttnBuffers),
+    /// (O and LSE from the default forward)
+    Backward(BackwardBuffers),
 }
 
 /// The worker's GPU state, kept across jobs: buffers for the timed problem, the L2 flusher.
@@ -233,7 +260,12 @@ fn classify(id: u64, e: Error, during: &str) -> JobResult {
 }
 
 impl Gpu {
-    fn run(&mut self, target: Target, job: &Job) -> JobResult {
+    fn run(&mut self, registry: &Registry, target: Target, job: &Job) -> JobResult {
+        if !job.rivals.is_empty() {
+            return self
+                .time_rivals(registry, target, job)
+                .unwrap_or_else(|e| classify(job.id, e, "timing the leaders again"));
+        }
         let config = job.config.clone();
         for vp in &job.verify {
             let r = match (target, vp) {
@@ -251,6 +283,16 @@ impl Gpu {
                     };
                     verify_attention(&self.ctx, &k, q).map(|o| (o.passed, o.skipped, o.message))
                 }
+                (Target::AttentionBackward(k), TuneProblem::AttentionBackward(q)) => {
+                    let k = BwdConfigured {
+                        inner: k,
+                        config: config.clone(),
+                    };
+                    registry
+                        .select_attention(&q.attn, &self.ctx.info, None)
+                        .and_then(|forward| verify_backward(&self.ctx, forward, &k, q))
+                        .map(|o| (o.passed, o.skipped, o.message))
+                }
                 _ => Err(Error::invalid(format!(
                     "{} cannot verify a {} problem",
                     target.name(),
@@ -261,7 +303,7 @@ impl Gpu {
                 return failed;
             }
         }
-        match self.time(target, job) {
+        match self.time(registry, target, job) {
             Ok(r) => r,
             Err(e) => classify(job.id, e, "timing"),
         }
@@ -289,6 +331,18 @@ impl Gpu {
                 let t = time_attention(&self.ctx, &k, p, b, fl, opt)?;
                 Ok((t.number("median_ms"), t.number("tflops")))
             }
+            (
+                Target::AttentionBackward(k),
+                TuneProblem::AttentionBackward(p),
+                Buffers::Backward(b),
+            ) => {
+                let k = BwdConfigured {
+                    inner: k,
+                    config: job.config.clone(),
+                };
+                let t = time_backward(&self.ctx, &k, p, b, fl, opt)?;
+                Ok((t.number("median_ms"), t.number("tflops")))
+            }
             _ => Err(Error::invalid(format!(
                 "{} cannot time a {} problem",
                 target.name(),
@@ -297,8 +351,96 @@ impl Gpu {
         }
     }
 
-    fn time(&mut self, target: Target, job: &Job) -> Result<JobResult> {
-        let p = &job.problem;
+    /// `job`'s config and rivals, one launch of each a round after the warm-up (L2 flushed before
+    /// each): every one's median at one clock.
+    fn time_rivals(&mut self, registry: &Registry, target: Target, job: &Job) -> Result<JobResult> {
+        self.ensure_buffers(registry, &job.problem)?;
+        let (Some((_, bufs)), Some(fl)) = (&self.buffers, &self.flusher) else {
+            return Err(Error::invalid("no buffers"));
+        };
+        let ctx = &self.ctx;
+        let mut each = vec![(target, job.config.clone())];
+        for r in &job.rivals {
+            let t = match &r.version {
+                Some(v) => Target::find(registry, v, &job.problem)?,
+                None => target,
+            };
+            each.push((t, r.config.clone()));
+        }
+        let mut launches: Vec<Box<dyn FnMut() -> Result<()> + '_>> = Vec::new();
+        for (target, c) in each {
+            let mismatch = || {
+                Error::invalid(format!(
+                    "{} cannot time a {} problem",
+                    target.name(),
+                    job.problem.op()
+                ))
+            };
+            launches.push(match (target, &job.problem, bufs) {
+                (Target::Gemm(k), TuneProblem::Gemm(p), Buffers::Gemm(b)) => {
+                    let (k, ops) = (
+                        Configured {
+                            inner: k,
+                            config: c,
+                        },
+                        b.operands(),
+                    );
+                    Box::new(move || k.launch(ctx, p, &ops))
+                }
+                (Target::Attention(k), TuneProblem::Attention(p), Buffers::Attention(b)) => {
+                    let (k, ops) = (
+                        AttnConfigured {
+                            inner: k,
+                            config: c,
+                        },
+                        b.operands(),
+                    );
+                    Box::new(move || k.launch(ctx, p, &ops))
+                }
+                (
+                    Target::AttentionBackward(k),
+                    TuneProblem::AttentionBackward(p),
+                    Buffers::Backward(b),
+                ) => {
+                    let (k, ops) = (
+                        BwdConfigured {
+                            inner: k,
+                            config: c,
+                        },
+                        b.operands(),
+                    );
+                    Box::new(move || k.launch(ctx, p, &ops))
+                }
+                _ => return Err(mismatch()),
+            });
+        }
+        let mut each: Vec<&mut dyn FnMut() -> Result<()>> =
+            launches.iter_mut().map(|l| &mut **l as _).collect();
+        let opt = BenchOptions {
+            warmup: job.warmup,
+            reps: job.reps,
+            flush_l2: true,
+            interleave: true,
+            ..BenchOptions::default()
+        };
+        let medians: Vec<f64> = sample_interleaved(ctx, fl, &opt, &mut each)?
+            .into_iter()
+            .map(|(t, _)| Summary::of(t).median_ms)
+            .collect();
+        let ms = medians[0];
+        Ok(JobResult {
+            id: job.id,
+            status: Status::Ok,
+            reason: String::new(),
+            median_ms: Some(ms),
+            tflops: Some(job.problem.flops() / (ms * 1e-3) / 1e12),
+            fatal: false,
+            rivals_ms: medians[1..].to_vec(),
+        })
+    }
+
+    /// Random inputs of `p` (kept while the jobs keep the problem) and the L2 flusher.
+    fn ensure_buffers(&mut self, registry: &Registry, p: &TuneProblem) -> Result<()> {
         if self.buffers.as_ref().is_none_or(|(q, _)| q != p) {
             self.buffers = None; // free the old ones first
             p.ensure_fits(&self.ctx)?;
@@ -307,12 +449,21 @@ impl Gpu {
                 TuneProblem::Attention(q) => {
                     Buffers::Attention(AttnBuffers::random(&self.ctx, q, 17)?)
                 }
+                TuneProblem::AttentionBackward(q) => {
+                    let forward = registry.select_attention(&q.attn, &self.ctx.info, None)?;
+                    Buffers::Backward(BackwardBuffers::new(&self.ctx, forward, q, 17)?)
+                }
             };
             self.buffers = Some((*p, b));
         }
         if self.flusher.is_none() {
             self.flusher = Some(L2Flusher::new(&self.ctx)?);
         }
+        Ok(())
+    }
+
+    fn time(&mut self, registry: &Registry, target: Target, job: &Job) -> Result<JobResult> {
+        self.ensure_buffers(registry, &job.problem)?;
         let (quick_ms, quick_tflops) = self.time_once(
             target,
             job,
@@ -334,6 +485,7 @@ impl Gpu {
                 median_ms: Some(quick_ms),
                 tflops: Some(quick_tflops),
                 fatal: false,
+                rivals_ms: Vec::new(),
             });
         }
         let (median_ms, tflops) = self.time_once(
@@ -354,6 +506,7 @@ impl Gpu {
             median_ms: Some(median_ms),
             tflops: Some(tflops),
             fatal: false,
+            rivals_ms: Vec::new(),
         })
     }
 }
@@ -374,6 +527,7 @@ pub(crate) mod tests {
             best_ms: None,
             warmup: 5,
             reps: 30,
+            rivals: vec![],
         }
     }
 

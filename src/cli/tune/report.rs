@@ -20,7 +20,9 @@ use super::super::env::Env;
 pub(super) fn print_report(r: &run::TuneReport, top: usize, run_id: Option<i64>) {
     let best_ms = r.best.as_ref().and_then(|b| b.median_ms);
     let mut rows: Vec<&Outcome> = r.outcomes.iter().collect();
-    rows.sort_by(|a, b| a.time().total_cmp(&b.time()));
+    // the leaders timed together first (one clock), then the rest as the search timed them
+    let apart = |o: &Outcome| !r.together.contains(&o.config);
+    rows.sort_by(|a, b| (apart(a).cmp(&apart(b))).then(a.time().total_cmp(&b.time())));
     let mut t = Table::new(&[
         "config",
         "status",
@@ -49,6 +51,12 @@ pub(super) fn print_report(r: &run::TuneReport, top: usize, run_id: Option<i64>)
         ]);
     }
     print!("{}", t.render());
+    if !r.together.is_empty() {
+        println!(
+            "(the first {} timed again together, one launch of each a round, the best among them; the rest as the search timed them, at their own clocks)",
+            r.together.len()
+        );
+    }
     if rows.len() > top {
         println!("({} more; --top N or --json shows them)", rows.len() - top);
     }

@@ -744,7 +744,7 @@ __device__ __forceinline__ void add_dq_atomics(const float (&dq)[H][QN / 2], con
   if (sem == nullptr) {
     add();
   } else {
-    add_dq_in_order(sem, rank, !MEET, th.c, 3, add);
+    add_dq_in_order<D == 256>(sem, rank, !MEET, th.c, 3, add);  // (d256: each consumer its own instance)
   }
 }
 

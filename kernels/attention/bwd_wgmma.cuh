@@ -109,18 +109,25 @@ __device__ __forceinline__ void dq_from_ds(float (&dq)[QN / 2], u32 ds, u32 sk, 
 // 383) at named barrier `bar`: key blocks 0 .. nb - 1 add into it first (the counter `sem` reads
 // nb; bwd_fa2_mma_sync.cu), then add(), consumer 0's before consumer 1's when both add to every
 // element (`both`), so each element's additions come in one order; then the counter is bumped.
-template <class Add> __device__ __forceinline__ void add_dq_in_order(u32* sem, int nb, bool both, int c, u32 bar, const Add& add) {
+// ANY: the warpgroups meet at `bar` from different instructions (bwd_fa3_d256.cu's consumers, a
+// template instance each): named_barrier_sync_any, where bar.sync wants every thread at one
+// instruction; compute-sanitizer's synccheck reported the aligned one in bwd_fa3_d256_tma's
+// deterministic mode (H200, 2026-12-02: "Divergent thread(s) in block" at
+// attn_bwd_fa3_d256+0x2fc0, consumer 1's first meeting here, consumer 0's at +0x8290).
+template <bool ANY = false, class Add>
+__device__ __forceinline__ void add_dq_in_order(u32* sem, int nb, bool both, int c, u32 bar, const Add& add) {
+  auto meet = [&] { ANY ? named_barrier_sync_any(bar, 256) : named_barrier_sync(bar, 256); };
   if (threadIdx.x == 128)
     while (ld_acquire(sem) < (u32)nb) __nanosleep(64);
-  named_barrier_sync(bar, 256);
+  meet();
   if (!both || c == 0) add();
   if (both) {
     __threadfence();
-    named_barrier_sync(bar, 256);
+    meet();
     if (c == 1) add();
   }
   __threadfence();
-  named_barrier_sync(bar, 256);
+  meet();
   if (threadIdx.x == 128) atomicAdd(sem, 1u);
 }
 

@@ -254,13 +254,6 @@ __device__ __forceinline__ void d256_dq(const AttnBwdArgs& p, const BwdWalk& k, 
   }
 }
 
-// Consumer C's gradient g (C 0: dV, 1: dK, times scale) stored in K's layout.
-template <int C>
-__device__ __forceinline__ void d256_key_rows(const float (&g)[KR], const AttnBwdArgs& p, const BwdWalk& k, const BwdThread& th) {
-  store_key_rows<D>(static_cast<in_t*>(C == 0 ? p.dv : p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, g, C == 0 ? 1.0f : p.scale,
-                    k.n0 + th.krow, p.skv, p.kv_ss, th.t);
-}
-
 // Consumer C's walk, written once for both: its gradient g (C 0: dV, 1: dK) zeroed, K and V
 // waited for; per query block its first product acc (C 0: Sᵀ = K·Qᵀ, 1: dPᵀ = V·dOᵀ), its middle
 // (below), the stage released and its half of dQ; then g stored in K's layout (dK times scale).
@@ -276,11 +269,9 @@ __device__ __forceinline__ void d256_key_rows(const float (&g)[KR], const AttnBw
 // ring, the dSᵀ buffers and the Pᵀ hand-over count on across tiles); K and V waited for by the
 // caller; the stage of the tile's last block released at the next tile's first product and the
 // last reduce waited for at the CTA's end; kv_empty arrived on once K and V are read.
-// TAIL_WALK: g out to `out` (KR floats) once its products are complete, for the kernel's consume
-// (a split key block's sums, then d256_key_rows).
 template <int C, bool PT = false>
 __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk& k, const BwdSmem& sm, const BwdThread& th, float4* px,
-                                             const TmaMap* tdq, int g0 = 0, float* out = nullptr) {
+                                             const TmaMap* tdq, int g0 = 0) {
   float g[KR];
 #pragma unroll
   for (int i = 0; i < KR; ++i) g[i] = 0.0f;
@@ -397,13 +388,12 @@ __device__ __forceinline__ void d256_consume(const AttnBwdArgs& p, const BwdWalk
   }
   fence_all(g);
   if constexpr (TAIL_WALK) {
-    // (the kernel's consume sums a split key block's parts and stores: tail_fixup_ordered's
-    // meeting from one instruction for both consumers)
-#pragma unroll
-    for (int i = 0; i < KR; ++i) out[i] = g[i];
-    return;
+    // a part of a split key block: its partial out, and the last part to finish stores the sum
+    int slot, part;
+    if (tail_part(p, slot, part) && !tail_fixup_ordered<KR>(g, p, slot, part, 128 * C + threadIdx.x % 128)) return;
   }
-  d256_key_rows<C>(g, p, k, th);
+  store_key_rows<D>(static_cast<in_t*>(C == 0 ? p.dv : p.dk) + k.b * p.kv_sb + k.hk * p.kv_sh, g, C == 0 ? 1.0f : p.scale,
+                    k.n0 + th.krow, p.skv, p.kv_ss, th.t);
 }
 
 // D256_DQ_PARTS: the boxes of column part q (256 / P columns: consumer c = q / (P / 2)'s tile,
@@ -698,31 +688,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     th.c = c, th.w = (threadIdx.x / 32) % 4, th.lane = threadIdx.x % 32, th.t = th.lane & 3;
     th.krow = 16 * th.w + (th.lane >> 2);
     float4* px = reinterpret_cast<float4*>(sm.vec) - PX_BYTES / 16;  // the exchange buffer, just below the vectors
-    if constexpr (TAIL_WALK) {
-      // A part of a split key block writes its partial out, and the last part to finish stores
-      // the sum (tail_fixup_ordered), here in the code both consumers run after their walks: the
-      // parts' meeting is named barrier 1 over both, its bar.sync and bar.red aligned, every
-      // thread at one instruction. Called from each consumer's d256_consume<C>, it was two, and
-      // the non-aligned forms do not help bar.red: ptxas lists barrier.sync's instructions as
-      // non-aligned for the tools (EIATTR_COOP_GROUP_INSTR_OFFSETS), not barrier.red's, so
-      // synccheck took consumer 0's barrier.red.or for an aligned one that consumer 1 met from
-      // another (H200, 2026-12-02, bar-r1-9e330757: "Divergent thread(s) in block" at +0xa650).
-      // (Each consumer's store its own instance again: the shared store, dV or dK selected by
-      // c, spilled the producer's registers, 12 bytes.)
-      float g[KR];
-      if (c == 0) {
-        d256_consume<0>(p, k, sm, th, px, tdq, 0, g);
-      } else {
-        d256_consume<1>(p, k, sm, th, px, tdq, 0, g);
-      }
-      int slot, part;
-      if (tail_part(p, slot, part) && !tail_fixup_ordered<KR>(g, p, slot, part, 128 * c + threadIdx.x % 128)) return;
-      if (c == 0) {
-        d256_key_rows<0>(g, p, k, th);
-      } else {
-        d256_key_rows<1>(g, p, k, th);
-      }
-    } else if (c == 0) {
+    if (c == 0) {
       d256_consume<0>(p, k, sm, th, px, tdq);
     } else {
       d256_consume<1>(p, k, sm, th, px, tdq);

@@ -56,19 +56,23 @@ __device__ __forceinline__ void tail_share(int iters, int parts, int part, int& 
 // this part is the last of key block `slot`'s to arrive (thread 0 counts it and, last, resets the
 // counter for the next launch), the others' partials then visible to its reads. Named barrier 1
 // orders the fenced stores before the count, and again (named_barrier_or) the count before the
-// reads, publishing thread 0's verdict. Both barriers are aligned: the consumers meet here from
-// one instruction (the d256 kernel's from the code both consumers run after their walks, not
-// from each one's template instance: barrier.red has no non-aligned form that the tools see,
-// named_barrier_or).
+// reads, publishing thread 0's verdict.
+// ANY: the consumers meet from two instructions (the d256 kernel's, one a template instance
+// each: named_barrier_sync_any).
+template <bool ANY = false>
 __device__ __forceinline__ bool tail_last_part(const AttnBwdArgs& p, int slot, int ctid) {
   __threadfence();
-  named_barrier_sync(1, 256);
+  if (ANY) {
+    named_barrier_sync_any(1, 256);
+  } else {
+    named_barrier_sync(1, 256);
+  }
   bool last = false;
   if (ctid == 0) {
     last = atomicAdd(p.tail_sem + slot, 1u) == (u32)(p.tail_parts - 1);
     if (last) p.tail_sem[slot] = 0u;  // every part has arrived: ready for the next launch
   }
-  if (!named_barrier_or(1, 256, last)) return false;
+  if (!(ANY ? named_barrier_or_any(1, 256, last) : named_barrier_or(1, 256, last))) return false;
   __threadfence();
   return true;
 }
@@ -117,7 +121,7 @@ __device__ __forceinline__ bool tail_fixup_ordered(float (&g)[KR], const AttnBwd
   float4* mine = acc + (i64)(slot * parts + part) * Q4 * 256 + ctid;
 #pragma unroll
   for (int i = 0; i < Q4; ++i) mine[i * 256] = make_float4(g[4 * i], g[4 * i + 1], g[4 * i + 2], g[4 * i + 3]);
-  if (!tail_last_part(p, slot, ctid)) return false;
+  if (!tail_last_part<true>(p, slot, ctid)) return false;
 #pragma unroll
   for (int i = 0; i < KR; ++i) g[i] = 0.0f;  // (0 + part 0's: part 0's; a branch on q == 0 spilled at d256)
 #pragma unroll 1

